@@ -1,0 +1,1 @@
+#include <memplan/core/detail/checked.hpp> // IWYU pragma: associated

@@ -1,0 +1,1 @@
+#include <memplan/core/error.hpp> // IWYU pragma: associated

@@ -1,0 +1,1 @@
+#include <memplan/core/status.hpp> // IWYU pragma: associated

@@ -1,0 +1,1 @@
+#include <memplan/graph/graph.hpp> // IWYU pragma: associated

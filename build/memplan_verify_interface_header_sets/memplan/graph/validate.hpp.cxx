@@ -1,0 +1,1 @@
+#include <memplan/graph/validate.hpp> // IWYU pragma: associated

@@ -1,0 +1,1 @@
+#include <memplan/plan/alloc/problem.hpp> // IWYU pragma: associated

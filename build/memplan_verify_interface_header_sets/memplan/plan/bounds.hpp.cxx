@@ -1,0 +1,1 @@
+#include <memplan/plan/bounds.hpp> // IWYU pragma: associated

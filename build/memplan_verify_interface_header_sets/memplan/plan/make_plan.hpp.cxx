@@ -1,0 +1,1 @@
+#include <memplan/plan/make_plan.hpp> // IWYU pragma: associated

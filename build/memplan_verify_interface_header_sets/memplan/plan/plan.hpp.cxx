@@ -1,0 +1,1 @@
+#include <memplan/plan/plan.hpp> // IWYU pragma: associated

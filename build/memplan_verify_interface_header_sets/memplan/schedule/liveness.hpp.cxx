@@ -1,0 +1,1 @@
+#include <memplan/schedule/liveness.hpp> // IWYU pragma: associated

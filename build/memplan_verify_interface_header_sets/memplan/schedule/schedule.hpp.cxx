@@ -1,0 +1,1 @@
+#include <memplan/schedule/schedule.hpp> // IWYU pragma: associated

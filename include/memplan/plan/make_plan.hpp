@@ -1,0 +1,97 @@
+// From a graph and a schedule to a placed plan: liveness, then one allocation
+// item per block (a buffer and the in-place outputs that take it over), then
+// an allocation policy places the blocks in one arena.
+#pragma once
+
+#include <memplan/plan/alloc/problem.hpp>
+#include <memplan/plan/bounds.hpp>
+#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/liveness.hpp>
+
+#include <chrono>
+#include <vector>
+
+namespace memplan {
+
+struct plan_options {
+    std::uint64_t alignment = 256; ///< every offset a multiple of it
+    liveness_options liveness{};
+};
+
+/// A plan with the figures of how it was made.
+template <class Size = std::uint64_t, class Id = std::uint32_t>
+struct basic_planned {
+    basic_plan<Size, Id> plan;
+    memplan::status status = memplan::status::error; ///< the allocator's outcome
+    Size lower_bound = 0;    ///< per-schedule bound of the plan's buffers
+    double seconds = 0;      ///< liveness + allocation wall time
+    std::string message;     ///< reason when status has no solution
+
+    double ratio() const noexcept {
+        return lower_bound == 0 ? 1.0 : static_cast<double>(plan.arena_bytes) / lower_bound;
+    }
+};
+
+using planned = basic_planned<>;
+
+/// The allocation problem of a liveness result: one item per block of
+/// in-place-chained buffers. `block_of[b]` receives the item of buffer b.
+template <class Size, class Id>
+basic_alloc_problem<Size> allocation_problem(const basic_liveness<Size, Id>& live, Size alignment,
+                                             std::vector<std::size_t>& block_of) {
+    constexpr std::size_t none = basic_liveness<Size, Id>::none;
+    basic_alloc_problem<Size> p;
+    p.alignment = alignment;
+    block_of.assign(live.buffers.size(), none);
+    for (std::size_t b = 0; b < live.buffers.size(); ++b) {
+        const auto& x = live.buffers[b];
+        const std::size_t src = live.alias_of[b];
+        if (src == none) { // sources precede the outputs that take them over
+            block_of[b] = p.items.size();
+            p.items.push_back({x.bytes, x.first, static_cast<std::uint64_t>(x.last) + 1});
+        } else {
+            block_of[b] = block_of[src];
+            auto& item = p.items[block_of[b]];
+            item.size = std::max(item.size, x.bytes);
+            item.end = std::max<std::uint64_t>(item.end, static_cast<std::uint64_t>(x.last) + 1);
+        }
+    }
+    return p;
+}
+
+/// Places the buffers of schedule `s` with allocation policy `alloc`.
+/// Throws on a malformed schedule; the allocator's outcome is in `status`.
+template <class Graph, class Allocator>
+    requires AllocatorLike<Allocator, typename Graph::size_type>
+basic_planned<typename Graph::size_type, typename Graph::id_type>
+make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, const Allocator& alloc,
+          plan_options opt = {}) {
+    using size_type = typename Graph::size_type;
+    const auto t0 = std::chrono::steady_clock::now();
+    basic_planned<size_type, typename Graph::id_type> out;
+    const auto live = compute_liveness(g, s, opt.liveness);
+    std::vector<std::size_t> block_of;
+    auto problem = allocation_problem(live, static_cast<size_type>(opt.alignment), block_of);
+    const auto placed = alloc.place(problem);
+
+    out.plan.graph = g.name();
+    out.plan.alignment = static_cast<size_type>(opt.alignment);
+    out.plan.steps = s;
+    out.plan.buffers = live.buffers;
+    out.lower_bound = lower_bound(live);
+    out.status = placed.status;
+    out.message = placed.message;
+    if (has_solution(placed.status)) {
+        size_type arena = 0;
+        for (std::size_t b = 0; b < out.plan.buffers.size(); ++b) {
+            auto& x = out.plan.buffers[b];
+            x.offset = placed.offsets[block_of[b]];
+            if (x.bytes > 0) arena = std::max<size_type>(arena, x.offset + x.bytes);
+        }
+        out.plan.arena_bytes = arena;
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+} // namespace memplan
