@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# memplan's one-step set-up, used by the README's two commands and by CI.
+#
+#   bash cmake/setup.sh run    install what is missing, build, run the main job
+#   bash cmake/setup.sh test   install what is missing, build, run the test suite
+#
+# Missing Debian packages are installed through apt (as root, or through sudo).
+# Nothing else is downloaded. The build goes to ./build (programs in build/bin).
+set -euo pipefail
+
+mode=${1:-run}
+case "$mode" in
+  run|test|build) ;;
+  *) echo "usage: bash cmake/setup.sh run|test|build" >&2; exit 2 ;;
+esac
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+packages=(cmake ninja-build g++ pkg-config
+          nlohmann-json3-dev doctest-dev libbenchmark-dev
+          libglpk-dev coinor-libcbc-dev libeigen3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "memplan: installing ${missing[*]}"
+  if [ "$(id -u)" -eq 0 ]; then
+    apt=(apt-get)
+  elif command -v sudo >/dev/null 2>&1; then
+    apt=(sudo apt-get)
+  else
+    echo "memplan: error: packages missing (${missing[*]}) and not root; run as root or install them" >&2
+    exit 2
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${apt[@]}" update -qq
+  "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+
+case "$mode" in
+  run)
+    echo
+    echo "== memplan: planning the example graphs (no reuse vs planned arena vs lower bound)"
+    build/bin/memplan report examples/graphs/*.json
+    ;;
+  test)
+    ctest --test-dir build --output-on-failure -j "$jobs"
+    ;;
+  build) ;;
+esac
