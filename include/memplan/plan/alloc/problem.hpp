@@ -24,7 +24,10 @@ struct basic_alloc_item {
     std::uint64_t begin = 0; ///< first time point live
     std::uint64_t end = 0;   ///< one past the last time point live
 
-    bool overlaps_in_time(const basic_alloc_item& o) const noexcept { return begin < o.end && o.begin < end; }
+    /// Never live when begin == end; such items overlap nothing.
+    bool overlaps_in_time(const basic_alloc_item& o) const noexcept {
+        return begin < end && o.begin < o.end && begin < o.end && o.begin < end;
+    }
 };
 
 template <class Size = std::uint64_t>
@@ -48,7 +51,7 @@ struct basic_alloc_result {
 
     /// height / lower bound (1 when both are 0).
     double ratio() const noexcept {
-        return lower_bound == 0 ? (height == 0 ? 1.0 : 0.0) : static_cast<double>(height) / lower_bound;
+        return lower_bound == 0 ? (height == 0 ? 1.0 : 0.0) : static_cast<double>(height) / static_cast<double>(lower_bound);
     }
 };
 

@@ -1,0 +1,513 @@
+// The depth-first search behind `memplan::exact`: decides whether a set of
+// buffers (sizes in alignment units, lifetimes as ranges of "sections") fits
+// under a capacity. The idea is MiniMalloc's (Moffitt, ASPLOS 2023): only
+// "canonical" solutions are enumerated, where buffers are placed in
+// non-decreasing offset order and each sits on the highest placed buffer it
+// overlaps (or at 0); partial placements are pruned by per-section bounds and
+// gap dominance, and the problem is split whenever it falls apart in time.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace memplan::detail {
+
+/// A decision instance in alignment units. Sections are the distinct maximal
+/// sets of buffers live together (one per time a buffer ends after another
+/// began); buffer b lives in sections [lo[b], hi[b]).
+struct exact_instance {
+    std::vector<std::uint64_t> size; // units
+    std::vector<std::uint64_t> bytes; // the unaligned size, for the real capacity check
+    std::vector<std::uint32_t> lo, hi;
+    std::vector<std::uint64_t> width; // lifetime length, for tie-breaking orders
+    std::vector<std::vector<std::uint32_t>> nbrs;     // buffers overlapping in time
+    std::vector<std::vector<std::uint32_t>> sec_bufs; // buffers live in each section
+    std::uint32_t num_sections = 0;
+
+    std::size_t num_buffers() const noexcept { return size.size(); }
+
+    /// `begin`/`end` are half-open lifetimes; every buffer must have begin < end.
+    static exact_instance build(const std::vector<std::uint64_t>& units, const std::vector<std::uint64_t>& bytes,
+                                const std::vector<std::uint64_t>& begin, const std::vector<std::uint64_t>& end) {
+        exact_instance in;
+        const std::size_t n = units.size();
+        in.size = units;
+        in.bytes = bytes;
+        in.lo.assign(n, 0);
+        in.hi.assign(n, 0);
+        in.width.resize(n);
+        // Ends sort before starts at equal times: half-open lifetimes do not meet there.
+        std::vector<std::pair<std::pair<std::uint64_t, int>, std::uint32_t>> ev;
+        ev.reserve(2 * n);
+        for (std::uint32_t b = 0; b < n; ++b) {
+            ev.push_back({{begin[b], 1}, b});
+            ev.push_back({{end[b], 0}, b});
+            in.width[b] = end[b] - begin[b];
+        }
+        std::sort(ev.begin(), ev.end());
+        std::vector<std::uint32_t> active;
+        std::vector<std::uint32_t> pos(n, 0);
+        bool grown = false; // a buffer began since the last section was cut
+        for (const auto& [key, b] : ev) {
+            if (key.second == 1) {
+                in.lo[b] = in.num_sections;
+                pos[b] = static_cast<std::uint32_t>(active.size());
+                active.push_back(b);
+                grown = true;
+            } else {
+                if (grown) {
+                    in.sec_bufs.push_back(active);
+                    ++in.num_sections;
+                    grown = false;
+                }
+                in.hi[b] = in.num_sections;
+                const std::uint32_t p = pos[b];
+                active[p] = active.back();
+                pos[active[p]] = p;
+                active.pop_back();
+            }
+        }
+        in.nbrs.assign(n, {});
+        for (std::uint32_t a = 0; a < n; ++a)
+            for (std::uint32_t b = a + 1; b < n; ++b)
+                if (in.lo[a] < in.hi[b] && in.lo[b] < in.hi[a]) {
+                    in.nbrs[a].push_back(b);
+                    in.nbrs[b].push_back(a);
+                }
+        return in;
+    }
+};
+
+/// Static tie-breaking orders among buffers that could sit at the same offset
+/// (MiniMalloc's preorderings): W = lifetime width, A = area, T = the largest
+/// section total the buffer lives in, Z = size; all descending.
+inline std::vector<std::uint32_t> exact_preorder_rank(const exact_instance& in, const char* keys) {
+    const std::size_t n = in.num_buffers();
+    std::vector<std::uint64_t> sec_total(in.num_sections, 0), total(n, 0);
+    for (std::uint32_t s = 0; s < in.num_sections; ++s)
+        for (auto b : in.sec_bufs[s]) sec_total[s] += in.size[b];
+    for (std::uint32_t b = 0; b < n; ++b)
+        for (std::uint32_t s = in.lo[b]; s < in.hi[b]; ++s) total[b] = std::max(total[b], sec_total[s]);
+    std::vector<std::uint32_t> order(n);
+    for (std::uint32_t b = 0; b < n; ++b) order[b] = b;
+    auto key = [&](char c, std::uint32_t b) -> long double {
+        switch (c) {
+        case 'W': return static_cast<long double>(in.width[b]);
+        case 'A': return static_cast<long double>(in.width[b]) * static_cast<long double>(in.size[b]);
+        case 'T': return static_cast<long double>(total[b]);
+        case 'Z': return static_cast<long double>(in.size[b]);
+        case 'C': return static_cast<long double>(in.hi[b] - in.lo[b]);
+        default: return 0;
+        }
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+        for (const char* k = keys; *k; ++k) {
+            const auto x = key(*k, a), y = key(*k, b);
+            if (x != y) return x > y;
+        }
+        return a < b;
+    });
+    std::vector<std::uint32_t> rank(n);
+    for (std::uint32_t i = 0; i < n; ++i) rank[order[i]] = i;
+    return rank;
+}
+
+enum class exact_outcome { found, not_found, aborted, timed_out };
+
+/// One decision search over an `exact_instance` at a capacity. Reusable: each
+/// `solve` starts from scratch.
+class exact_searcher {
+public:
+    using clock = std::chrono::steady_clock;
+
+    explicit exact_searcher(const exact_instance& in) : in_(in) {
+        const std::size_t n = in.num_buffers();
+        solution_.assign(n, 0);
+        placed_.assign(n, 0);
+        minoff_.assign(n, 0);
+        maxoff_.assign(n, 0);
+        open_nbrs_.assign(n, 0);
+        total_.assign(in.num_sections, 0);
+        cut_.assign(in.num_sections, 0);
+        is_dup_of_.assign(n, none);
+        // Identical buffers (same lifetime and size) are interchangeable: the
+        // later one in index order may only be placed after the earlier one.
+        for (std::uint32_t b = 0; b < n; ++b)
+            for (std::uint32_t a = 0; a < b; ++a)
+                if (in.lo[a] == in.lo[b] && in.hi[a] == in.hi[b] && in.size[a] == in.size[b] &&
+                    in.bytes[a] == in.bytes[b] && in.width[a] == in.width[b]) {
+                    is_dup_of_[b] = a; // nearest earlier twin wins: chain a < ... < b
+                }
+    }
+
+    /// Capacity in units for the section bounds, and per buffer the largest
+    /// offset (units) at which it still ends under the real byte capacity.
+    void set_capacity(std::uint64_t cap_units, std::uint64_t align, std::uint64_t cap_bytes) {
+        cap_ = cap_units;
+        // A new capacity changes every outcome: forget the failed states.
+        const std::size_t want = std::size_t{1} << 19;
+        memo_.assign(want, memo_entry{});
+        memo_mask_ = want - 1;
+        for (std::size_t b = 0; b < in_.num_buffers(); ++b)
+            maxoff_[b] = in_.bytes[b] > cap_bytes ? 0 : (cap_bytes - in_.bytes[b]) / align;
+        feasible_sizes_ = true;
+        for (std::size_t b = 0; b < in_.num_buffers(); ++b)
+            if (in_.bytes[b] > cap_bytes) feasible_sizes_ = false;
+    }
+
+    /// The order in which the buffers that could fill a point are tried.
+    void set_rank(std::vector<std::uint32_t> rank) { rank_ = std::move(rank); }
+    /// Which valley a node fills: the one with the fewest options (default),
+    /// or the lowest one.
+    void set_lowest_first(bool on) noexcept { lowest_first_ = on; }
+    std::uint64_t memo_hits() const noexcept { return memo_hits_; }
+    void set_deadline(clock::time_point d) { deadline_ = d; }
+    void set_node_limit(std::uint64_t limit) { node_limit_ = limit; }
+    void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
+
+    std::uint64_t nodes() const noexcept { return nodes_; }
+    const std::vector<std::uint64_t>& solution() const noexcept { return solution_; }
+
+    exact_outcome solve() {
+        const std::size_t n = in_.num_buffers();
+        nodes_ = 0;
+        if (!feasible_sizes_) return exact_outcome::not_found;
+        std::fill(placed_.begin(), placed_.end(), 0);
+        std::fill(minoff_.begin(), minoff_.end(), 0);
+        std::fill(total_.begin(), total_.end(), 0);
+        std::fill(cut_.begin(), cut_.end(), 0);
+        for (std::size_t b = 0; b < n; ++b) {
+            open_nbrs_[b] = static_cast<std::uint32_t>(in_.nbrs[b].size());
+            for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) total_[s] += in_.size[b];
+            for (std::uint32_t s = in_.lo[b]; s + 1 < in_.hi[b]; ++s) ++cut_[s];
+        }
+        log_.clear();
+        placed_list_.clear();
+        seen_.assign(in_.num_sections, 0);
+        count_.assign(in_.num_sections, 0);
+        level_.assign(in_.num_sections, 0);
+        for (std::uint32_t s = 0; s < in_.num_sections; ++s)
+            if (section_bound(s) > cap_) return exact_outcome::not_found;
+        std::vector<std::uint32_t> all;
+        for (std::uint32_t b = 0; b < n; ++b) {
+            if (open_nbrs_[b] == 0) { // alone in time: straight to its floor
+                if (!place(b, 0)) return exact_outcome::not_found;
+            } else {
+                all.push_back(b);
+            }
+        }
+        return solve_set(all, 0);
+    }
+
+private:
+    static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+    static constexpr std::size_t max_depth = 6000;
+
+    struct log_entry {
+        std::uint64_t* where;
+        std::uint64_t old;
+    };
+
+    void set_logged(std::uint64_t& x, std::uint64_t v) {
+        log_.push_back({&x, x});
+        x = v;
+    }
+
+    // Smallest height the unplaced buffers of section s can stack to: they
+    // all start at or above the lowest of their min offsets. (The sharper
+    // release-date bound, earliest min offset first, cut few nodes on the
+    // MiniMalloc set and cost a sort per section, so it is not used.)
+    std::uint64_t section_bound(std::uint32_t s) const {
+        std::uint64_t m = std::numeric_limits<std::uint64_t>::max(), t = 0;
+        for (auto c : in_.sec_bufs[s]) {
+            if (placed_[c]) continue;
+            m = std::min(m, minoff_[c]);
+            t += in_.size[c];
+        }
+        return t == 0 ? 0 : m + t;
+    }
+
+    // Places b at offset o; lifts the neighbours' min offsets, places any
+    // neighbour left with no unplaced neighbour (it interacts with nothing
+    // any more, so its floor is its best spot), and refreshes the section
+    // bounds over the affected range. False when that proves a dead end.
+    // Every change is undone by `undo` back to the mark taken before.
+    bool place(std::uint32_t b, std::uint64_t o) {
+        bool ok = true;
+        std::uint32_t alo = in_.lo[b], ahi = in_.hi[b];
+        std::size_t first_new = placed_list_.size();
+        place_one(b, o, ok, alo, ahi);
+        // Neighbours that became hatless are placed right here, out of order.
+        for (std::size_t i = first_new; i < placed_list_.size() && ok; ++i) {
+            const std::uint32_t p = placed_list_[i];
+            for (auto c : in_.nbrs[p]) {
+                if (!placed_[c] && open_nbrs_[c] == 0) {
+                    if (minoff_[c] > maxoff_[c]) {
+                        ok = false;
+                        break;
+                    }
+                    place_one(c, minoff_[c], ok, alo, ahi);
+                }
+            }
+        }
+        if (!ok) return false;
+        for (std::uint32_t s = alo; s < ahi; ++s)
+            if (section_bound(s) > cap_) return false;
+        aff_lo_ = alo;
+        aff_hi_ = ahi;
+        return true;
+    }
+
+    void place_one(std::uint32_t b, std::uint64_t o, bool& ok, std::uint32_t& alo, std::uint32_t& ahi) {
+        placed_[b] = 1;
+        solution_[b] = o;
+        placed_list_.push_back(b);
+        const std::uint64_t top = o + in_.size[b];
+        for (auto c : in_.nbrs[b]) {
+            if (placed_[c]) continue;
+            --open_nbrs_[c];
+            if (minoff_[c] < top) {
+                set_logged(minoff_[c], top);
+                if (top > maxoff_[c]) ok = false;
+                alo = std::min(alo, in_.lo[c]);
+                ahi = std::max(ahi, in_.hi[c]);
+            }
+        }
+        for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) total_[s] -= in_.size[b];
+        for (std::uint32_t s = in_.lo[b]; s + 1 < in_.hi[b]; ++s) --cut_[s];
+    }
+
+    void undo(std::size_t log_mark, std::size_t placed_mark) {
+        while (placed_list_.size() > placed_mark) {
+            const std::uint32_t b = placed_list_.back();
+            placed_list_.pop_back();
+            placed_[b] = 0;
+            for (auto c : in_.nbrs[b])
+                if (!placed_[c]) ++open_nbrs_[c];
+            for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) total_[s] += in_.size[b];
+            for (std::uint32_t s = in_.lo[b]; s + 1 < in_.hi[b]; ++s) ++cut_[s];
+        }
+        while (log_.size() > log_mark) {
+            *log_.back().where = log_.back().old;
+            log_.pop_back();
+        }
+    }
+
+    // Splits the unplaced buffers `set` into groups connected in time and
+    // solves each on its own: a failure of any one fails them all.
+    exact_outcome solve_set(const std::vector<std::uint32_t>& set, std::size_t depth) {
+        if (set.empty()) return exact_outcome::found;
+        std::vector<std::uint32_t> sorted = set;
+        std::sort(sorted.begin(), sorted.end(), [&](auto a, auto b) { return in_.lo[a] < in_.lo[b]; });
+        std::vector<std::vector<std::uint32_t>> groups;
+        std::uint32_t reach = 0;
+        for (auto b : sorted) {
+            if (groups.empty() || in_.lo[b] >= reach) {
+                groups.emplace_back();
+                reach = 0;
+            }
+            groups.back().push_back(b);
+            reach = std::max(reach, in_.hi[b]);
+        }
+        if (groups.size() > 1) // hardest first: a failure there saves the rest
+            std::stable_sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
+        for (auto& g : groups) {
+            std::uint32_t slo = in_.lo[g.front()], shi = 0;
+            for (auto b : g) shi = std::max(shi, in_.hi[b]);
+            const auto r = search(g, slo, shi, depth);
+            if (r != exact_outcome::found) return r;
+        }
+        return exact_outcome::found;
+    }
+
+    // One node. Let f be the lowest min offset of any unplaced buffer. No
+    // unplaced buffer can go below f, so in any section p whose lowest free
+    // point is at f, either some buffer starts exactly at f or that point
+    // stays empty ("waste"). The node picks the section p with the fewest such
+    // options (fail first) and branches on them; in a section without slack
+    // the waste branch is cut at once. Placed buffers therefore always sit on
+    // the skyline, and every branch splits the solutions: no order symmetry.
+    exact_outcome search(const std::vector<std::uint32_t>& part, std::uint32_t slo, std::uint32_t shi,
+                         std::size_t depth) {
+        ++nodes_;
+        if ((nodes_ & 255) == 0) {
+            if (clock::now() >= deadline_) return exact_outcome::timed_out;
+            if (tick_) tick_();
+        }
+        // The depth guard keeps the call stack bounded (long chains of waste
+        // branches); hitting it only ends this attempt, never proves anything.
+        if ((node_limit_ && nodes_ > node_limit_) || depth > max_depth) return exact_outcome::aborted;
+        if (frames_.size() <= depth) frames_.resize(depth + 1);
+        auto& live = frames_[depth].live; // the unplaced buffers of the part, handed down
+        auto& cands = frames_[depth].cands;
+        live.clear();
+        // The subtree depends only on the unplaced buffers and their min
+        // offsets: a state seen to fail before fails again.
+        std::uint64_t k1 = 0x243f6a8885a308d3ULL, k2 = 0x13198a2e03707344ULL;
+        for (auto c : part) {
+            if (placed_[c]) continue;
+            live.push_back(c);
+            const std::uint64_t h = mix(mix(c + 0x9e3779b97f4a7c15ULL) ^ minoff_[c]);
+            k1 ^= h;
+            k2 += mix(h ^ 0xd1b54a32d192ed03ULL);
+        }
+        if (live.empty()) return exact_outcome::found;
+        memo_entry& slot = memo_[k1 & memo_mask_];
+        if (slot.k1 == k1 && slot.k2 == k2) {
+            ++memo_hits_;
+            return exact_outcome::not_found;
+        }
+        // The lowest free point of each section: the least min offset there.
+        for (std::uint32_t s = slo; s < shi; ++s) {
+            level_[s] = std::numeric_limits<std::uint64_t>::max();
+            count_[s] = 0;
+            seen_[s] = 0; // 1: some buffer that could start at the level there is not flat
+        }
+        for (auto c : live) {
+            const std::uint64_t m = minoff_[c];
+            for (std::uint32_t s = in_.lo[c]; s < in_.hi[c]; ++s) level_[s] = std::min(level_[s], m);
+        }
+        // A section is a valley when every buffer that could start at its level
+        // lies flat there (its whole lifetime at that level): then nothing can
+        // end up below such a buffer, so branching there is sound. The section
+        // with the lowest level always qualifies.
+        for (auto c : live) {
+            const std::uint64_t m = minoff_[c];
+            bool flat = true, any = false;
+            for (std::uint32_t s = in_.lo[c]; s < in_.hi[c]; ++s) {
+                flat &= level_[s] == m;
+                any |= level_[s] == m;
+            }
+            if (!any) continue;
+            for (std::uint32_t s = in_.lo[c]; s < in_.hi[c]; ++s)
+                if (level_[s] == m) {
+                    ++count_[s];
+                    seen_[s] |= flat ? 0u : 1u;
+                }
+        }
+        // Fail first: the valley with the fewest ways to fill its lowest point
+        // (the buffers that could start there, plus waste when it has slack).
+        std::uint32_t p = none;
+        std::uint64_t best_score = std::numeric_limits<std::uint64_t>::max(), best_slack = 0;
+        for (std::uint32_t s = slo; s < shi; ++s) {
+            if (seen_[s] || count_[s] == 0) continue;
+            const std::uint64_t used = level_[s] + total_[s];
+            const std::uint64_t slack = used >= cap_ ? 0 : cap_ - used;
+            const std::uint64_t score =
+                lowest_first_ ? level_[s] : static_cast<std::uint64_t>(count_[s]) + (slack > 0 ? 1 : 0);
+            if (score < best_score || (score == best_score && slack < best_slack)) {
+                best_score = score;
+                best_slack = slack;
+                p = s;
+            }
+        }
+        const std::uint64_t f = level_[p];
+        cands.clear();
+        for (auto c : live)
+            if (minoff_[c] == f && in_.lo[c] <= p && p < in_.hi[c]) cands.push_back(c);
+        std::sort(cands.begin(), cands.end(), [&](auto a, auto b) { return rank_[a] < rank_[b]; });
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+            const std::uint32_t c = cands[i];
+            // Of two identical buffers the earlier one in index order goes lower.
+            if (is_dup_of_[c] != none && !placed_[is_dup_of_[c]]) continue;
+            const std::size_t log_mark = log_.size(), placed_mark = placed_list_.size();
+            exact_outcome r = exact_outcome::not_found;
+            if (place(c, f)) r = next(live, slo, shi, depth);
+            undo(log_mark, placed_mark);
+            if (r != exact_outcome::not_found) return r;
+        }
+        if (best_slack > 0) { // waste: nothing starts at f in section p
+            const std::size_t log_mark = log_.size(), placed_mark = placed_list_.size();
+            exact_outcome r = exact_outcome::not_found;
+            if (raise(cands)) r = search(live, slo, shi, depth + 1);
+            undo(log_mark, placed_mark);
+            if (r != exact_outcome::not_found) return r;
+        }
+        memo_entry& fill = memo_[k1 & memo_mask_];
+        fill = {k1, k2};
+        return exact_outcome::not_found;
+    }
+
+    // The waste branch: none of `cands` starts at f. Each must then rest on
+    // some unplaced neighbour (a gravity-packed solution exists whenever any
+    // does), so it starts no lower than the lowest top such a neighbour can have.
+    bool raise(const std::vector<std::uint32_t>& cands) {
+        std::uint32_t alo = std::numeric_limits<std::uint32_t>::max(), ahi = 0;
+        lifted_.clear();
+        for (auto c : cands) {
+            std::uint64_t v = std::numeric_limits<std::uint64_t>::max();
+            for (auto d : in_.nbrs[c])
+                if (!placed_[d]) v = std::min(v, minoff_[d] + in_.size[d]);
+            lifted_.push_back(v);
+        }
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+            const auto c = cands[i];
+            if (lifted_[i] > maxoff_[c]) return false;
+            set_logged(minoff_[c], lifted_[i]);
+            alo = std::min(alo, in_.lo[c]);
+            ahi = std::max(ahi, in_.hi[c]);
+        }
+        for (std::uint32_t s = alo; s < ahi; ++s)
+            if (section_bound(s) > cap_) return false;
+        return true;
+    }
+
+    // After a placement: recurse, or split when the placement cut the part in two.
+    exact_outcome next(const std::vector<std::uint32_t>& part, std::uint32_t slo, std::uint32_t shi,
+                       std::size_t depth) {
+        const std::uint32_t lo = std::max(aff_lo_, slo), hi = std::min(aff_hi_, shi);
+        bool split = false;
+        for (std::uint32_t s = lo; s + 1 < hi; ++s)
+            if (cut_[s] == 0) {
+                split = true;
+                break;
+            }
+        if (!split) return search(part, slo, shi, depth + 1);
+        std::vector<std::uint32_t> rest;
+        for (auto c : part)
+            if (!placed_[c]) rest.push_back(c);
+        return solve_set(rest, depth + 1);
+    }
+
+    static std::uint64_t mix(std::uint64_t x) noexcept { // splitmix64's finaliser
+        x += 0x9e3779b97f4a7c15ULL;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+    }
+
+    struct memo_entry {
+        std::uint64_t k1 = 0, k2 = 0;
+    };
+    std::vector<std::uint32_t> seen_, count_;
+    std::vector<std::uint64_t> level_;
+    std::vector<std::uint64_t> lifted_;
+    std::vector<memo_entry> memo_;
+    std::uint64_t memo_mask_ = 0, memo_hits_ = 0;
+
+    const exact_instance& in_;
+    std::vector<std::uint64_t> solution_, minoff_, maxoff_;
+    std::vector<std::uint8_t> placed_;
+    std::vector<std::uint32_t> open_nbrs_, rank_, is_dup_of_;
+    std::vector<std::uint64_t> total_, cut_;
+    std::vector<log_entry> log_;
+    std::vector<std::uint32_t> placed_list_;
+    struct frame {
+        std::vector<std::uint32_t> live, cands;
+    };
+    std::deque<frame> frames_; // one per depth; a deque keeps references stable
+    std::uint64_t cap_ = 0;
+    bool feasible_sizes_ = true, lowest_first_ = false;
+    std::uint32_t aff_lo_ = 0, aff_hi_ = 0;
+    std::uint64_t nodes_ = 0, node_limit_ = 0;
+    clock::time_point deadline_ = clock::time_point::max();
+    std::function<void()> tick_;
+};
+
+} // namespace memplan::detail

@@ -1,0 +1,47 @@
+// The naive baseline: every item gets its own byte range, stacked in item
+// order, as if nothing were ever freed. Its height is the sum of the aligned
+// sizes, the figure every real allocator is measured against.
+#pragma once
+
+#include <memplan/core/detail/checked.hpp>
+#include <memplan/plan/alloc/greedy.hpp>
+#include <memplan/plan/alloc/problem.hpp>
+
+#include <chrono>
+#include <string_view>
+
+namespace memplan {
+
+struct no_reuse {
+    static constexpr std::string_view name = "no_reuse";
+
+    /// Stacks the live items in item order. Status `error` when the total
+    /// overflows `Size`; throws `memplan::error` on a malformed problem.
+    template <class Size>
+    basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
+        const auto t0 = std::chrono::steady_clock::now();
+        validate(p);
+        const Size lb = lower_bound(p);
+        basic_alloc_result<Size> r;
+        r.offsets.assign(p.items.size(), Size{0});
+        Size top = 0;
+        bool overflow = false;
+        for (std::size_t i = 0; i < p.items.size() && !overflow; ++i) {
+            if (!detail::is_live(p.items[i])) continue;
+            r.offsets[i] = top;
+            const auto next = detail::checked_add<Size>(top, *detail::checked_align_up<Size>(p.items[i].size, p.alignment));
+            if (next) top = *next;
+            else overflow = true;
+        }
+        if (overflow) {
+            r = detail::overflow_result(p);
+            r.lower_bound = lb;
+        } else {
+            detail::finish_result(p, r, lb);
+        }
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return r;
+    }
+};
+
+} // namespace memplan

@@ -1,0 +1,413 @@
+// The heuristic allocators: hand cases with known heights, property tests on
+// random problems against an independent all-pairs overlap check, and the
+// shared MiniMalloc instances.
+#include <memplan/graph/graph.hpp>
+#include <memplan/io/offset_csv.hpp>
+#include <memplan/plan/alloc/allocators.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace memplan;
+
+namespace {
+
+// Independent of the library: checks every pair, with the raw sizes.
+template <class Size>
+void check_valid(const basic_alloc_problem<Size>& p, const basic_alloc_result<Size>& r) {
+    REQUIRE(has_solution(r.status));
+    REQUIRE(r.offsets.size() == p.items.size());
+    const Size align = p.alignment <= 1 ? 1 : p.alignment;
+    Size height = 0;
+    std::uint64_t live_sum = 0;
+    for (std::size_t i = 0; i < p.items.size(); ++i) {
+        const auto& a = p.items[i];
+        const bool live = a.size > 0 && a.begin < a.end;
+        if (!live) {
+            CHECK(r.offsets[i] == 0);
+            continue;
+        }
+        CHECK(r.offsets[i] % align == 0);
+        height = std::max<Size>(height, r.offsets[i] + a.size);
+        for (std::size_t j = i + 1; j < p.items.size(); ++j) {
+            const auto& b = p.items[j];
+            if (b.size == 0 || b.begin >= b.end) continue;
+            if (!(a.begin < b.end && b.begin < a.end)) continue;
+            const bool disjoint = r.offsets[i] + a.size <= r.offsets[j] || r.offsets[j] + b.size <= r.offsets[i];
+            if (!disjoint) {
+                FAIL_CHECK("items " << i << " and " << j << " overlap in time and bytes");
+                return;
+            }
+        }
+        live_sum += a.size;
+    }
+    CHECK(r.height == height);
+    // The lower bound by brute force over every time point.
+    std::set<std::uint64_t> times;
+    for (const auto& a : p.items) times.insert(a.begin);
+    Size lb = 0;
+    for (auto t : times) {
+        Size s = 0;
+        for (const auto& a : p.items)
+            if (a.begin <= t && t < a.end) s += a.size;
+        lb = std::max(lb, s);
+    }
+    CHECK(r.lower_bound == lb);
+    CHECK(r.height >= r.lower_bound);
+    CHECK(r.status == (r.height == r.lower_bound ? status::optimal : status::feasible));
+    (void)live_sum;
+}
+
+template <class Size>
+Size sum_aligned(const basic_alloc_problem<Size>& p) {
+    Size s = 0;
+    for (const auto& a : p.items)
+        if (a.size > 0 && a.begin < a.end) s += *detail::checked_align_up<Size>(a.size, p.alignment);
+    return s;
+}
+
+template <class Size = std::uint64_t>
+basic_alloc_problem<Size> random_problem(std::mt19937_64& rng, std::size_t n, std::uint64_t horizon, Size max_size,
+                                         Size alignment) {
+    basic_alloc_problem<Size> p;
+    p.alignment = alignment;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t b = rng() % horizon;
+        const std::uint64_t len = rng() % 10 == 0 ? 0 : 1 + rng() % (rng() % 4 == 0 ? horizon : 4);
+        const Size size = rng() % 20 == 0 ? Size{0} : static_cast<Size>(1 + rng() % max_size);
+        p.items.push_back({size, b, b + len});
+    }
+    return p;
+}
+
+alloc_problem items(std::initializer_list<alloc_item> list, std::uint64_t alignment = 1) {
+    alloc_problem p;
+    p.items = list;
+    p.alignment = alignment;
+    return p;
+}
+
+// A chain of activations, each live while produced and consumed: LB 74, and
+// greedy by size reaches it (worked by hand in the comments of the test).
+alloc_problem chain() {
+    return items({{32, 0, 2}, {28, 1, 3}, {36, 2, 4}, {16, 3, 5}, {8, 4, 6}, {64, 5, 7}, {10, 6, 8}});
+}
+
+// X (2 bytes, [0,1)), Y (1 byte, [0,3)), Z (3 bytes, [1,3)). An online
+// allocator puts X at 0 and Y at 2; when X dies its 2-byte hole cannot hold Z,
+// which goes on top at 3: height 6. Placing Z first fits everything in 4 = LB.
+alloc_problem fragmenting() { return items({{2, 0, 1}, {1, 0, 3}, {3, 1, 3}}); }
+
+std::string message_of(auto&& f) {
+    try {
+        f();
+    } catch (const error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE_TEMPLATE("alloc.every_heuristic.properties_on_random_problems", A, no_reuse, greedy_by_size,
+                   greedy_by_lifetime, greedy_by_area, greedy_by_begin, online_best_fit, best_heuristic) {
+    static_assert(AllocatorLike<A>);
+    static_assert(AllocatorLike<A, std::uint32_t>);
+    std::mt19937_64 rng(20240611);
+    for (int round = 0; round < 300; ++round) {
+        const std::uint64_t alignment = std::array<std::uint64_t, 4>{0, 1, 8, 256}[round % 4];
+        const auto p = random_problem<std::uint64_t>(rng, 1 + rng() % 60, 1 + rng() % 40, 1000, alignment);
+        const auto r = A{}.place(p);
+        CAPTURE(round);
+        check_valid(p, r);
+        CHECK(r.height <= sum_aligned(p));
+        if (std::string_view(A::name) == "no_reuse") {
+            // Stacked in item order: each offset is the aligned sizes before it.
+            std::uint64_t top = 0;
+            for (std::size_t i = 0; i < p.items.size(); ++i) {
+                if (p.items[i].size == 0 || p.items[i].begin >= p.items[i].end) continue;
+                CHECK(r.offsets[i] == top);
+                top += *detail::checked_align_up<std::uint64_t>(p.items[i].size, p.alignment);
+            }
+        }
+    }
+    // 32-bit sizes work the same way.
+    for (int round = 0; round < 50; ++round) {
+        const auto p = random_problem<std::uint32_t>(rng, 1 + rng() % 40, 1 + rng() % 30, 5000, 16);
+        check_valid(p, A{}.place(p));
+    }
+}
+
+TEST_CASE("alloc.no_reuse.height_is_the_sum_of_aligned_sizes") {
+    auto p = items({{5, 0, 2}, {100, 1, 3}, {0, 0, 9}, {7, 4, 4}, {64, 3, 9}}, 32);
+    const auto r = no_reuse{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 32, 0, 0, 160});
+    CHECK(r.height == 224); // 32 + 128 + 64, the last item already aligned
+    CHECK(r.height == sum_aligned(p));
+    CHECK(r.status == status::feasible);
+}
+
+TEST_CASE("alloc.greedy_by_size.chain_reaches_the_lower_bound") {
+    // By size: 64 at 0; 36 at 0; 32 at 0; 28 above the 32 and the 36 (36);
+    // 16 above the 36 (36); 10 above the 64 (64); 8 above the 64 (64).
+    const auto p = chain();
+    const auto r = greedy_by_size{}.place(p);
+    check_valid(p, r);
+    CHECK(r.lower_bound == 74);
+    CHECK(r.height == 74);
+    CHECK(r.status == status::optimal);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 36, 0, 36, 64, 0, 64});
+    CHECK(no_reuse{}.place(p).height == 194);
+    CHECK(best_heuristic{}.place(p).height == 74);
+}
+
+TEST_CASE("alloc.greedy.stacks_only_on_items_that_overlap_in_time") {
+    // By size: the 100 at 0; the 50 over it at 100; the 30 over both at 150;
+    // the 20 over all three at 180. The 10 ([5,10)) overlaps only the 100.
+    alloc_problem p = items({{100, 0, 10}, {50, 0, 3}, {20, 0, 3}, {30, 0, 3}, {10, 5, 10}});
+    auto r = greedy_by_size{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 100, 180, 150, 100});
+    CHECK(r.height == 200);
+
+    // By start (ties larger first): the three 40s at 0, 40, 80; the 30 at
+    // 120 and the 20 at 150. The 25 ([2,3)) overlaps only the 40s: at 120.
+    alloc_problem q = items({{40, 0, 9}, {30, 0, 1}, {40, 0, 9}, {20, 0, 1}, {40, 0, 9}, {25, 2, 3}});
+    r = greedy_by_begin{}.place(q);
+    check_valid(q, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 120, 40, 150, 80, 120});
+}
+
+namespace {
+// A new ordering is one small struct: latest start first.
+struct by_begin_descending {
+    static constexpr std::string_view name = "greedy_by_begin_descending";
+    template <class Size>
+    static bool precedes(const basic_alloc_item<Size>& a, const basic_alloc_item<Size>& b) noexcept {
+        return a.begin > b.begin;
+    }
+};
+} // namespace
+
+TEST_CASE("alloc.greedy.best_fit_prefers_the_smallest_then_lowest_gap") {
+    // In start order: separators of 10 bytes live until 10 and fillers live
+    // until 9, alternating: 10@0, 30@10, 10@40, 20@50, 10@70, 20@80, 10@100.
+    alloc_problem p = items({{10, 0, 10}, {30, 1, 9}, {10, 2, 10}, {20, 3, 9}, {10, 4, 10}, {20, 5, 9}, {10, 6, 10}});
+    auto r = greedy_by_begin{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 10, 40, 50, 70, 80, 100});
+    // An item live [9,10) sees only the separators: holes of 30 (at 10), 20
+    // (at 50) and 20 (at 80). 15 bytes take the smaller hole, the lower one.
+    p.items.push_back({15, 9, 10});
+    r = greedy_by_begin{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets.back() == 50);
+    p.items.back() = {20, 9, 10}; // an exact fit
+    CHECK(greedy_by_begin{}.place(p).offsets.back() == 50);
+    p.items.back() = {25, 9, 10}; // only the 30-byte hole fits
+    CHECK(greedy_by_begin{}.place(p).offsets.back() == 10);
+    p.items.back() = {35, 9, 10}; // nothing fits: on top
+    CHECK(greedy_by_begin{}.place(p).offsets.back() == 110);
+
+    // The same policy machinery with a user-defined order: the [9,10) item
+    // goes first, at 0, and everything else stacks around it.
+    static_assert(AllocOrderLike<by_begin_descending>);
+    const auto custom = greedy<by_begin_descending>{}.place(p);
+    check_valid(p, custom);
+    CHECK(custom.offsets.back() == 0);
+    CHECK(greedy<by_begin_descending>::name == "greedy_by_begin_descending");
+}
+
+TEST_CASE("alloc.online_best_fit.fragments_where_greedy_does_not") {
+    const auto p = fragmenting();
+    const auto online = online_best_fit{}.place(p);
+    check_valid(p, online);
+    CHECK(online.lower_bound == 4);
+    CHECK(online.offsets == std::vector<std::uint64_t>{0, 2, 3});
+    CHECK(online.height == 6);
+    CHECK(online.status == status::feasible);
+    const auto g = greedy_by_size{}.place(p);
+    CHECK(g.height == 4);
+    CHECK(g.status == status::optimal);
+    CHECK(best_heuristic{}.place(p).height == 4);
+}
+
+TEST_CASE("alloc.online_best_fit.reuses_coalesced_holes_and_the_free_top") {
+    // a [0,2) 4, b [0,2) 4, c [0,5) 4: offsets 0, 4, 8. a and b die at 2 and
+    // coalesce into [0,8): d (8 bytes, [2,5)) fits exactly there.
+    auto p = items({{4, 0, 2}, {4, 0, 2}, {4, 0, 5}, {8, 2, 5}});
+    auto r = online_best_fit{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 4, 8, 0});
+    CHECK(r.height == 12);
+    p = items({{2, 0, 2}, {6, 0, 1}, {8, 1, 3}});
+    // t=0: 6 at 0, 2 at 6 (arena 8); t=1: hole [0,6), 8 does not fit, the hole
+    // is not at the top: 8 at 8.
+    r = online_best_fit{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{6, 0, 8});
+    p = items({{6, 0, 2}, {2, 0, 1}, {8, 1, 3}});
+    // t=0: 6 at 0, 2 at 6; t=1: hole [6,8) touches the top: 8 starts at 6.
+    r = online_best_fit{}.place(p);
+    check_valid(p, r);
+    CHECK(r.offsets == std::vector<std::uint64_t>{0, 6, 6});
+    CHECK(r.height == 14);
+}
+
+TEST_CASE("alloc.every_heuristic.empty_and_dead_items") {
+    for (auto name : heuristic_allocator_names()) {
+        CAPTURE(name);
+        alloc_problem empty;
+        auto r = allocate(name, empty);
+        CHECK(r.status == status::optimal);
+        CHECK(r.height == 0);
+        CHECK(r.offsets.empty());
+        auto p = items({{0, 0, 5}, {10, 3, 3}, {16, 1, 2}}, 8);
+        r = allocate(name, p);
+        check_valid(p, r);
+        CHECK(r.offsets == std::vector<std::uint64_t>{0, 0, 0});
+        CHECK(r.height == 16);
+        CHECK(r.status == status::optimal);
+    }
+}
+
+TEST_CASE("alloc.every_heuristic.rejects_malformed_problems") {
+    auto p = items({{4, 5, 3}});
+    for (auto name : heuristic_allocator_names())
+        CHECK(message_of([&] { allocate(name, p); }).find("item 0 has begin 5 after end 3") != std::string::npos);
+    basic_alloc_problem<std::uint32_t> q;
+    q.alignment = 256;
+    q.items.push_back({0xffffff01u, 0, 1});
+    CHECK(message_of([&] { greedy_by_size{}.place(q); }).find("overflows") != std::string::npos);
+}
+
+TEST_CASE("alloc.every_heuristic.overflow_is_an_error_status") {
+    basic_alloc_problem<std::uint32_t> q;
+    q.items = {{0x90000000u, 0, 2}, {0x90000000u, 1, 3}};
+    CHECK_THROWS_AS(greedy_by_size{}.place(q), error); // the lower bound overflows
+    q.items = {{0x90000000u, 0, 1}, {0x90000000u, 1, 2}};
+    CHECK(greedy_by_size{}.place(q).height == 0x90000000u);
+    const auto r = no_reuse{}.place(q);
+    CHECK(r.status == status::error);
+    CHECK(r.message.find("overflow") != std::string::npos);
+}
+
+TEST_CASE("alloc.registry.names_and_unknown_name") {
+    const auto names = heuristic_allocator_names();
+    REQUIRE(names.size() == 5);
+    CHECK(names[0] == "no_reuse");
+    CHECK(names[1] == "greedy_by_size");
+    CHECK(names[2] == "greedy_by_lifetime");
+    CHECK(names[3] == "online_best_fit");
+    CHECK(names[4] == "best_heuristic");
+    const auto table = heuristic_allocators();
+    for (std::size_t i = 0; i < names.size(); ++i) CHECK(table[i].name == names[i]);
+    const auto msg = message_of([] { allocate("first_fit", chain()); });
+    CHECK(msg == "[memplan.alloc] unknown allocator 'first_fit'; expected one of: no_reuse, greedy_by_size, "
+                 "greedy_by_lifetime, online_best_fit, best_heuristic");
+    CHECK(allocate("greedy_by_size", chain()).height == 74);
+}
+
+TEST_CASE("alloc.registry.make_plan_by_name") {
+    // anchors.md: the diamond in the order A B D E C F G peaks at 130.
+    graph g("diamond");
+    for (auto [n, b] : {std::pair{"a", 10}, {"bc", 20}, {"bd", 30}, {"de", 40}, {"ef", 50}, {"cf", 60}, {"g", 10}})
+        g.add_tensor(n, static_cast<std::uint64_t>(b));
+    g.add_op("A", {}, {"a"});
+    g.add_op("B", {"a"}, {"bc", "bd"});
+    g.add_op("C", {"bc"}, {"cf"});
+    g.add_op("D", {"bd"}, {"de"});
+    g.add_op("E", {"de"}, {"ef"});
+    g.add_op("F", {"cf", "ef"}, {"g"});
+    g.add_op("G", {"g"}, {});
+    std::vector<graph::id_type> ids;
+    for (auto n : {"A", "B", "D", "E", "C", "F", "G"}) ids.push_back(*g.find_op(n));
+    const auto s = schedule_from_order(g, ids);
+    plan_options opt;
+    opt.alignment = 1;
+    for (auto name : heuristic_allocator_names()) {
+        CAPTURE(name);
+        const auto planned = make_plan(g, s, name, opt);
+        REQUIRE(has_solution(planned.status));
+        CHECK(planned.lower_bound == 130);
+        CHECK(planned.plan.arena_bytes >= 130);
+        const auto& bufs = planned.plan.buffers;
+        for (std::size_t i = 0; i < bufs.size(); ++i)
+            for (std::size_t j = i + 1; j < bufs.size(); ++j)
+                if (bufs[i].overlaps_in_time(bufs[j]) && bufs[i].bytes > 0 && bufs[j].bytes > 0)
+                    CHECK((bufs[i].offset + bufs[i].bytes <= bufs[j].offset ||
+                           bufs[j].offset + bufs[j].bytes <= bufs[i].offset));
+    }
+    CHECK(make_plan(g, s, "best_heuristic", opt).plan.arena_bytes == 130);
+    CHECK(message_of([&] { make_plan(g, s, "nope", opt); }).find("unknown allocator 'nope'") != std::string::npos);
+}
+
+TEST_CASE("alloc.interval_tree.matches_a_brute_force_scan") {
+    std::mt19937_64 rng(7);
+    for (int round = 0; round < 50; ++round) {
+        const std::size_t n = 1 + rng() % 300;
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> iv(n);
+        for (auto& [b, e] : iv) {
+            b = rng() % 200;
+            e = b + rng() % (rng() % 3 == 0 ? 200 : 6);
+        }
+        detail::interval_tree<std::uint64_t> tree(iv);
+        CHECK(tree.height() <= 2 + static_cast<std::size_t>(std::log2(static_cast<double>(n)) + 1));
+        std::vector<char> placed(n, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (iv[i].first >= iv[i].second || rng() % 2) continue;
+            placed[i] = 1;
+            tree.insert(i, {static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1), iv[i].first, iv[i].second});
+        }
+        for (int q = 0; q < 40; ++q) {
+            const std::uint64_t b = rng() % 220, e = b + 1 + rng() % 30;
+            std::vector<detail::placed_range<std::uint64_t>> out;
+            std::vector<std::size_t> runs;
+            tree.query(b, e, out, runs);
+            // Item i sits on byte i: the bytes covered are the overlapping items.
+            std::set<std::uint64_t> got, want;
+            std::size_t start = 0;
+            for (auto end : runs) {
+                CHECK(end > start);
+                for (std::size_t k = start; k + 1 < end; ++k) CHECK(out[k].offset <= out[k + 1].offset);
+                start = end;
+            }
+            CHECK(start == out.size());
+            for (const auto& r : out)
+                for (auto x = r.offset; x < r.top; ++x) got.insert(x);
+            for (std::size_t i = 0; i < n; ++i)
+                if (placed[i] && iv[i].first < e && b < iv[i].second) want.insert(i);
+            CHECK(got == want);
+        }
+    }
+}
+
+TEST_CASE("alloc.minimalloc.every_heuristic_on_the_challenging_set") {
+    for (const char* name : {"A", "B", "C", "D", "E", "F"}) {
+        const auto csv =
+            read_offset_csv(std::string(MEMPLAN_SHARED_DIR "/data/minimalloc-challenging/") + name + ".1048576.csv");
+        const auto& p = csv.problem;
+        std::uint64_t by_size = 0;
+        for (auto alloc : heuristic_allocator_names()) {
+            CAPTURE(name);
+            CAPTURE(alloc);
+            const auto r = allocate(alloc, p);
+            check_valid(p, r);
+            CHECK(r.lower_bound <= 1048576);
+            if (alloc == "greedy_by_size") {
+                by_size = r.height;
+                CHECK(r.ratio() < 1.6); // anchors.md: 1.31-1.41 x LB
+            }
+            if (alloc == "best_heuristic") CHECK(r.height <= by_size);
+        }
+    }
+}
