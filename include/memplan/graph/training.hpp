@@ -1,0 +1,346 @@
+// Derivation of the training graph of a forward network.
+//
+// The graph runs one training step as a framework would: the forward ops in
+// network order (the loss last), then each layer's backward ops in reverse
+// order, then one optimizer update per parameter. Where an activation or a
+// tied parameter feeds several layers, its gradient contributions are summed
+// as they arrive (in-place accumulation, as PyTorch's autograd does), so the
+// sum is complete before its producer's backward runs. Weights and optimizer
+// state are persistent. Every op is priced with the roofline of
+// nn/device.hpp in microseconds; sizes follow the run's data type.
+// Names: "<layer>.y", "<layer>.fwd", "<layer>.bwd_data", "<layer>.dx",
+// "<layer>.dw", "<layer>.dy" (a summed gradient), "<param>.update".
+#pragma once
+
+#include <memplan/core/error.hpp>
+#include <memplan/graph/graph.hpp>
+#include <memplan/nn/device.hpp>
+#include <memplan/nn/dtype.hpp>
+#include <memplan/nn/network.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memplan {
+
+/// The update rule; its state tensors are persistent.
+enum class optimizer : std::uint8_t {
+    sgd,          ///< no state
+    sgd_momentum, ///< one momentum buffer per parameter
+    adam,         ///< first and second moments per parameter
+};
+
+constexpr std::string_view to_string(optimizer o) noexcept {
+    switch (o) {
+    case optimizer::sgd: return "sgd";
+    case optimizer::sgd_momentum: return "sgd_momentum";
+    case optimizer::adam: return "adam";
+    }
+    return "sgd_momentum";
+}
+
+/// Accepts "sgd_momentum" and the command line's "sgd" as SGD with momentum,
+/// "sgd_plain" for SGD without state, and "adam".
+constexpr std::optional<optimizer> parse_optimizer(std::string_view s) noexcept {
+    if (s == "sgd" || s == "sgd_momentum") return optimizer::sgd_momentum;
+    if (s == "sgd_plain") return optimizer::sgd;
+    if (s == "adam") return optimizer::adam;
+    return std::nullopt;
+}
+
+struct training_options {
+    optimizer opt = optimizer::sgd_momentum;
+    nn::dtype dt = nn::dtype::fp32;
+    nn::device_profile device = nn::v100;
+    std::string name; ///< graph name; empty: "<network>-train"
+};
+
+namespace detail {
+
+class training_builder {
+public:
+    training_builder(const nn::network& net, const training_options& opt)
+        : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name) {}
+
+    graph build() {
+        const auto& nodes = net_.nodes();
+        const auto& acts = net_.activations();
+        const nn::value loss = net_.loss();
+        if (acts[loss.id].producer == nn::activation::no_node)
+            throw error("nn", "network '" + net_.name() + "': the loss '" + acts[loss.id].name +
+                                  "' is an input, not a layer output");
+
+        // Graph inputs and parameters first, so they read well at the top of a file.
+        act_tensor_.assign(acts.size(), graph::npos);
+        for (std::size_t a = 0; a < acts.size(); ++a)
+            if (acts[a].producer == nn::activation::no_node)
+                act_tensor_[a] = g_.add_tensor(acts[a].name, acts[a].info.bytes(opt_.dt));
+        for (const auto& p : net_.parameters())
+            param_tensor_.push_back(g_.add_tensor(p.name, bytes({p.shape, nn::element::floating}), true));
+
+        // Which activations carry gradients: outputs of layers with trainable
+        // parameters or with an input that carries one.
+        requires_grad_.assign(acts.size(), false);
+        lowered_.reserve(nodes.size());
+        for (const auto& n : nodes) {
+            bool rg = !n.params.empty();
+            for (auto v : n.inputs) rg = rg || requires_grad_[v.id];
+            requires_grad_[n.output.id] = rg;
+            std::vector<nn::tensor_info> in;
+            for (auto v : n.inputs) in.push_back(acts[v.id].info);
+            lowered_.push_back(nn::lower(n.layer, {in, acts[n.output.id].info}));
+        }
+
+        // Which layers the loss's gradient reaches, and how many contributions
+        // each activation's and each parameter's gradient will sum.
+        const std::uint32_t loss_node = acts[loss.id].producer;
+        std::vector<char> reached(nodes.size(), 0);
+        reached[loss_node] = 1;
+        expected_.assign(acts.size(), 0);
+        expected_param_.assign(net_.parameters().size(), 0);
+        for (std::size_t i = nodes.size(); i-- > 0;) {
+            if (!reached[i]) continue;
+            for (auto v : nodes[i].inputs)
+                if (requires_grad_[v.id]) {
+                    ++expected_[v.id];
+                    reached[acts[v.id].producer] = 1;
+                }
+            for (auto p : nodes[i].params) ++expected_param_[p];
+        }
+
+        // Forward.
+        internal_tensor_.assign(nodes.size(), {});
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            const auto& n = nodes[i];
+            act_tensor_[n.output.id] = g_.add_tensor(acts[n.output.id].name, acts[n.output.id].info.bytes(opt_.dt));
+            for (const auto& spec : lowered_[i].forward) emit(i, spec);
+        }
+        g_.add_output(act_tensor_[loss.id]);
+
+        // Backward, in reverse network order.
+        grad_.assign(acts.size(), graph::npos);
+        got_.assign(acts.size(), 0);
+        param_grad_.assign(net_.parameters().size(), graph::npos);
+        got_param_.assign(net_.parameters().size(), 0);
+        for (std::size_t i = nodes.size(); i-- > 0;) {
+            if (!reached[i]) continue;
+            const auto& n = nodes[i];
+            if (i != loss_node && grad_[n.output.id] == graph::npos) continue; // no gradient arrives
+            current_grad_in_.assign(n.inputs.size(), graph::npos);
+            current_grad_param_.assign(n.params.size(), graph::npos);
+            for (const auto& spec : lowered_[i].backward) emit(i, spec);
+            const auto& pass = lowered_[i].passthrough;
+            for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+                const auto v = n.inputs[k];
+                if (!requires_grad_[v.id]) continue;
+                const bool through = k < pass.size() && pass[k];
+                const auto t = through ? grad_[n.output.id] : current_grad_in_[k];
+                if (t == graph::npos)
+                    throw error("nn", "layer '" + n.name + "' (" + std::string(nn::kind_of(n.layer)) +
+                                          ") produces no gradient for its input " + std::to_string(k));
+                contribute(grad_[v.id], got_[v.id], expected_[v.id], t, nodes[acts[v.id].producer].name, ".dy",
+                           acts[v.id].info);
+            }
+            for (std::size_t k = 0; k < n.params.size(); ++k) {
+                const auto p = n.params[k];
+                if (current_grad_param_[k] == graph::npos)
+                    throw error("nn", "layer '" + n.name + "' (" + std::string(nn::kind_of(n.layer)) +
+                                          ") produces no gradient for parameter '" + net_.parameters()[p].name + "'");
+                contribute(param_grad_[p], got_param_[p], expected_param_[p], current_grad_param_[k],
+                           net_.parameters()[p].name, ".grad", {net_.parameters()[p].shape, nn::element::floating});
+            }
+        }
+
+        // Optimizer updates, one per trained parameter.
+        for (std::size_t p = 0; p < net_.parameters().size(); ++p)
+            if (param_grad_[p] != graph::npos) emit_update(p);
+        return std::move(g_);
+    }
+
+private:
+    std::uint64_t bytes(const nn::tensor_info& t) const { return t.bytes(opt_.dt); }
+
+    graph::id_type new_tensor(const std::string& name, const nn::tensor_info& info, bool persistent = false) {
+        return g_.add_tensor(name, bytes(info), persistent);
+    }
+
+    static std::string grad_input_name(const nn::node& n, std::uint32_t k) {
+        return n.name + (n.inputs.size() == 1 ? ".dx" : ".dx" + std::to_string(k));
+    }
+
+    /// The graph tensor of a slot of node `i`, created on first use; npos
+    /// when the slot is an input gradient nobody needs.
+    graph::id_type bind(std::size_t i, nn::slot s, bool as_output) {
+        const auto& n = net_.nodes()[i];
+        const auto& acts = net_.activations();
+        auto check = [&](std::size_t k, std::size_t size, std::string_view what) {
+            if (k >= size)
+                throw error("nn", "layer '" + n.name + "' (" + std::string(nn::kind_of(n.layer)) + ") names " +
+                                      std::string(what) + " " + std::to_string(k) + " which it does not have");
+        };
+        switch (s.kind) {
+        case nn::slot_kind::input: check(s.index, n.inputs.size(), "input"); return act_tensor_[n.inputs[s.index].id];
+        case nn::slot_kind::output: return act_tensor_[n.output.id];
+        case nn::slot_kind::param: check(s.index, n.params.size(), "parameter"); return param_tensor_[n.params[s.index]];
+        case nn::slot_kind::state: check(s.index, n.state.size(), "state"); return param_tensor_[n.state[s.index]];
+        case nn::slot_kind::internal: {
+            const auto& specs = lowered_[i].internals;
+            check(s.index, specs.size(), "internal tensor");
+            auto& ids = internal_tensor_[i];
+            if (ids.empty()) ids.assign(specs.size(), graph::npos);
+            if (ids[s.index] == graph::npos)
+                ids[s.index] = new_tensor(n.name + "." + specs[s.index].suffix, specs[s.index].info);
+            return ids[s.index];
+        }
+        case nn::slot_kind::grad_output:
+            if (grad_[n.output.id] == graph::npos)
+                throw error("nn", "layer '" + n.name + "' (" + std::string(nn::kind_of(n.layer)) +
+                                      ") reads the gradient of its output, which has none");
+            return grad_[n.output.id];
+        case nn::slot_kind::grad_input: {
+            check(s.index, n.inputs.size(), "input");
+            const auto v = n.inputs[s.index];
+            if (!requires_grad_[v.id]) return graph::npos;
+            if (current_grad_in_[s.index] == graph::npos) {
+                if (!as_output)
+                    throw error("nn", "layer '" + n.name + "' reads the gradient of input " +
+                                          std::to_string(s.index) + " before producing it");
+                current_grad_in_[s.index] = new_tensor(grad_input_name(n, s.index), acts[v.id].info);
+            }
+            return current_grad_in_[s.index];
+        }
+        case nn::slot_kind::grad_param: {
+            check(s.index, n.params.size(), "parameter");
+            if (current_grad_param_[s.index] == graph::npos) {
+                const auto& p = net_.parameters()[n.params[s.index]];
+                const auto suffix = p.name.substr(p.name.rfind('.') + 1);
+                current_grad_param_[s.index] = new_tensor(n.name + ".d" + suffix, {p.shape, nn::element::floating});
+            }
+            return current_grad_param_[s.index];
+        }
+        }
+        return graph::npos;
+    }
+
+    double cost(nn::compute_kind kind, double flops, const std::vector<graph::id_type>& in,
+                const std::vector<graph::id_type>& out) const {
+        double moved = 0;
+        for (auto t : in) moved += double(g_.tensor(t).bytes);
+        for (auto t : out) moved += double(g_.tensor(t).bytes);
+        return nn::roofline_us(opt_.device, kind, flops, moved);
+    }
+
+    void emit(std::size_t i, const nn::op_spec& spec) {
+        const auto& n = net_.nodes()[i];
+        op o;
+        o.name = n.name + "." + spec.suffix;
+        o.phase = spec.phase;
+        std::vector<std::pair<nn::slot, graph::id_type>> bound;
+        for (auto s : spec.outputs) {
+            const auto t = bind(i, s, true);
+            if (t != graph::npos) o.outputs.push_back(t);
+            bound.push_back({s, t});
+        }
+        if (o.outputs.empty()) return; // e.g. backward-data of a layer fed by data
+        for (auto s : spec.inputs) {
+            const auto t = bind(i, s, false);
+            o.inputs.push_back(t);
+            bound.push_back({s, t});
+        }
+        auto find = [&](nn::slot s) {
+            for (auto [x, t] : bound)
+                if (x == s) return t;
+            return graph::npos;
+        };
+        for (auto [x, y] : spec.inplace) {
+            const auto tx = find(x), ty = find(y);
+            if (tx != graph::npos && ty != graph::npos) o.inplace.push_back({tx, ty});
+        }
+        const double base = cost(spec.kind, spec.flops, o.inputs, o.outputs);
+        const std::uint64_t elem = nn::size_of(opt_.dt);
+        o.cost = base;
+        o.workspace = spec.workspace_values * elem;
+        for (const auto& v : spec.variants) o.variants.push_back({v.name, base * v.time_factor, v.workspace_values * elem});
+        if (!o.variants.empty()) {
+            o.cost = o.variants.front().cost;
+            o.workspace = o.variants.front().workspace;
+        }
+        g_.add_op(std::move(o));
+    }
+
+    /// Adds contribution `t` to the gradient `acc` (count `got` of `expected`),
+    /// summing in place as contributions arrive.
+    void contribute(graph::id_type& acc, std::uint32_t& got, std::uint32_t expected, graph::id_type t,
+                    const std::string& base, std::string_view final_suffix, const nn::tensor_info& info) {
+        ++got;
+        if (acc == graph::npos) {
+            acc = t;
+            return;
+        }
+        const std::string k = std::to_string(got);
+        const std::string out_name = base + std::string(final_suffix) + (got == expected ? "" : k);
+        op o;
+        o.name = base + ".grad_acc" + k;
+        o.phase = phase::backward;
+        o.inputs = {acc, t};
+        o.outputs = {new_tensor(out_name, info)};
+        o.inplace = {{acc, o.outputs[0]}};
+        o.cost = cost(nn::compute_kind::other, double(info.numel()), o.inputs, o.outputs);
+        acc = o.outputs[0];
+        g_.add_op(std::move(o));
+    }
+
+    void emit_update(std::size_t p) {
+        const auto& param = net_.parameters()[p];
+        const nn::tensor_info info{param.shape, nn::element::floating};
+        op o;
+        o.name = param.name + ".update";
+        o.phase = phase::update;
+        o.inputs = {param_tensor_[p], param_grad_[p]};
+        double flops_per_value = 2;
+        switch (opt_.opt) {
+        case optimizer::sgd: break;
+        case optimizer::sgd_momentum:
+            o.inputs.push_back(new_tensor(param.name + ".momentum", info, true));
+            flops_per_value = 4;
+            break;
+        case optimizer::adam:
+            o.inputs.push_back(new_tensor(param.name + ".adam_m", info, true));
+            o.inputs.push_back(new_tensor(param.name + ".adam_v", info, true));
+            flops_per_value = 12;
+            break;
+        }
+        // Reads everything, writes back the weight and the state (not the gradient).
+        std::vector<graph::id_type> written(o.inputs.begin(), o.inputs.end());
+        written.erase(written.begin() + 1);
+        o.cost = cost(nn::compute_kind::other, flops_per_value * double(info.numel()), o.inputs, written);
+        g_.add_op(std::move(o));
+    }
+
+    const nn::network& net_;
+    const training_options& opt_;
+    graph g_;
+    std::vector<nn::layer_ops> lowered_;
+    std::vector<graph::id_type> act_tensor_, param_tensor_;
+    std::vector<std::vector<graph::id_type>> internal_tensor_;
+    std::vector<bool> requires_grad_;
+    std::vector<std::uint32_t> expected_, expected_param_, got_, got_param_;
+    std::vector<graph::id_type> grad_, param_grad_;
+    std::vector<graph::id_type> current_grad_in_, current_grad_param_;
+};
+
+} // namespace detail
+
+/// The training graph of `net`: forward, loss, backward with gradient
+/// accumulation, weight gradients and one update per parameter, phases set,
+/// costs in microseconds on `opt.device`. The result passes `validate()`.
+/// Throws `memplan::error` when the network has no loss layer output or a
+/// layer is inconsistent.
+inline graph training_graph(const nn::network& net, const training_options& opt = {}) {
+    return detail::training_builder(net, opt).build();
+}
+
+} // namespace memplan

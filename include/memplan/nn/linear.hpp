@@ -1,0 +1,60 @@
+// Fully connected layer y = x W^T + b over the last axis, as PyTorch's Linear:
+// (..., in_features) -> (..., out_features). Backward-data reads only the
+// weight and the incoming gradient; backward-weight reads the input, which is
+// why the input stays live until then.
+#pragma once
+
+#include <memplan/nn/op_spec.hpp>
+#include <memplan/nn/shape.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memplan::nn {
+
+struct linear {
+    static constexpr std::string_view kind = "linear";
+    std::uint64_t in_features = 0, out_features = 0;
+    bool bias = true;
+
+    tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
+        detail::expect_inputs(in.size(), 1, name, kind);
+        detail::expect_floating(in[0], 0, 0, "(..., features)", name, kind);
+        const auto& s = in[0].shape;
+        if (s.back() != in_features)
+            shape_error(name, kind, "input shape " + s.to_string() + " has " + std::to_string(s.back()) +
+                                        " features but the layer expects " + std::to_string(in_features));
+        auto dims = s.dims;
+        dims.back() = out_features;
+        return {shape(std::move(dims)), element::floating};
+    }
+
+    std::vector<param_spec> params(std::span<const tensor_info>) const {
+        std::vector<param_spec> p{{"w", shape{out_features, in_features}, true}};
+        if (bias) p.push_back({"b", shape{out_features}, true});
+        return p;
+    }
+
+    layer_ops lower(const lower_context& c) const {
+        const double rows = double(c.output.shape.numel() / (out_features ? out_features : 1));
+        const double mm = 2.0 * rows * double(in_features) * double(out_features);
+        const double bias_flops = bias ? rows * double(out_features) : 0.0;
+        layer_ops ops;
+        op_spec fwd{"fwd", phase::forward, compute_kind::matmul, {slot::input(0), slot::param(0)}, {slot::output()},
+                    mm + bias_flops, 0, {}, {}};
+        if (bias) fwd.inputs.push_back(slot::param(1));
+        ops.forward.push_back(std::move(fwd));
+        ops.backward.push_back({"bwd_data", phase::backward, compute_kind::matmul,
+                                {slot::grad_output(), slot::param(0)}, {slot::grad_input(0)}, mm, 0, {}, {}});
+        op_spec weight{"bwd_weight", phase::backward, compute_kind::matmul, {slot::input(0), slot::grad_output()},
+                       {slot::grad_param(0)}, mm + bias_flops, 0, {}, {}};
+        if (bias) weight.outputs.push_back(slot::grad_param(1));
+        ops.backward.push_back(std::move(weight));
+        return ops;
+    }
+};
+
+} // namespace memplan::nn

@@ -1,0 +1,107 @@
+// The model zoo: published architectures as forward networks and training
+// graphs, by name, with batch size, image size and sequence length as
+// parameters. CNN defaults are MONeT's (ICLR 2021) settings: ResNet-50 at
+// batch 184, GoogLeNet 320, U-Net 11 at 416x608, MobileNet-V2 272, VGG-16
+// 176, 224x224 images otherwise; ResNet-18 uses 256, BERT-base 16 x 512
+// tokens, GPT-2 small 8 x 1024 tokens.
+#pragma once
+
+#include <memplan/core/error.hpp>
+#include <memplan/graph/training.hpp>
+#include <memplan/nn/network.hpp>
+#include <memplan/zoo/bert.hpp>
+#include <memplan/zoo/googlenet.hpp>
+#include <memplan/zoo/gpt2.hpp>
+#include <memplan/zoo/mobilenet_v2.hpp>
+#include <memplan/zoo/resnet.hpp>
+#include <memplan/zoo/unet.hpp>
+#include <memplan/zoo/vgg.hpp>
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace memplan {
+
+struct zoo_options {
+    std::size_t batch = 0;              ///< 0: the model's default
+    std::size_t height = 0, width = 0;  ///< image size (CNNs); 0: the model's default
+    std::size_t seq = 0;                ///< sequence length (transformers); 0: the model's default
+    optimizer opt = optimizer::sgd_momentum;
+    nn::dtype dt = nn::dtype::fp32;
+    nn::device_profile device = nn::v100;
+};
+
+/// A model's defaults; `seq` is 0 for CNNs, `height`/`width` 0 for transformers.
+struct zoo_defaults {
+    std::string_view name;
+    std::size_t batch = 0;
+    std::size_t height = 0, width = 0;
+    std::size_t seq = 0;
+};
+
+namespace detail {
+inline constexpr std::array<zoo_defaults, 8> zoo_table{{
+    {"resnet18", 256, 224, 224, 0},
+    {"resnet50", 184, 224, 224, 0},
+    {"vgg16", 176, 224, 224, 0},
+    {"mobilenet_v2", 272, 224, 224, 0},
+    {"unet", 11, 416, 608, 0},
+    {"googlenet", 320, 224, 224, 0},
+    {"bert_base", 16, 0, 0, 512},
+    {"gpt2", 8, 0, 0, 1024},
+}};
+inline constexpr std::array<std::string_view, 8> zoo_name_list{"resnet18",  "resnet50", "vgg16",     "mobilenet_v2",
+                                                               "unet",      "googlenet", "bert_base", "gpt2"};
+} // namespace detail
+
+/// Names of the zoo's models, in a fixed order.
+inline std::span<const std::string_view> zoo_names() noexcept { return detail::zoo_name_list; }
+
+/// Defaults of model `name`. Throws memplan::error("zoo", ...) for an unknown name.
+inline const zoo_defaults& zoo_default(std::string_view name) {
+    for (const auto& d : detail::zoo_table)
+        if (d.name == name) return d;
+    std::string all;
+    for (auto n : zoo_names()) all += (all.empty() ? "" : ", ") + std::string(n);
+    throw error("zoo", "unknown model '" + std::string(name) + "'; expected one of " + all);
+}
+
+/// The options with every 0 replaced by model `name`'s default.
+inline zoo_options resolve_zoo_options(std::string_view name, zoo_options o) {
+    const auto& d = zoo_default(name);
+    if (o.batch == 0) o.batch = d.batch;
+    if (o.height == 0) o.height = d.height;
+    if (o.width == 0) o.width = d.width;
+    if (o.seq == 0) o.seq = d.seq;
+    return o;
+}
+
+/// The forward network of model `name`. Throws memplan::error for an unknown
+/// name ("zoo") or a size the model cannot take ("zoo" / "nn").
+inline nn::network zoo_network(std::string_view name, const zoo_options& options = {}) {
+    const zoo_options o = resolve_zoo_options(name, options);
+    if (name == "resnet18") return zoo::resnet(18, o.batch, o.height, o.width);
+    if (name == "resnet50") return zoo::resnet(50, o.batch, o.height, o.width);
+    if (name == "vgg16") return zoo::vgg16(o.batch, o.height, o.width);
+    if (name == "mobilenet_v2") return zoo::mobilenet_v2(o.batch, o.height, o.width);
+    if (name == "unet") return zoo::unet(o.batch, o.height, o.width);
+    if (name == "googlenet") return zoo::googlenet(o.batch, o.height, o.width);
+    if (name == "bert_base") return zoo::bert_base(o.batch, o.seq);
+    return zoo::gpt2_small(o.batch, o.seq); // zoo_default() has rejected unknown names
+}
+
+/// The training graph of model `name`, named "<model>-train-b<batch>".
+inline graph zoo_graph(std::string_view name, const zoo_options& options = {}) {
+    const zoo_options o = resolve_zoo_options(name, options);
+    training_options t;
+    t.opt = o.opt;
+    t.dt = o.dt;
+    t.device = o.device;
+    t.name = std::string(name) + "-train-b" + std::to_string(o.batch);
+    return training_graph(zoo_network(name, o), t);
+}
+
+} // namespace memplan
