@@ -28,7 +28,7 @@ struct basic_planned {
     std::string message;     ///< reason when status has no solution
 
     double ratio() const noexcept {
-        return lower_bound == 0 ? 1.0 : static_cast<double>(plan.arena_bytes) / lower_bound;
+        return lower_bound == 0 ? 1.0 : static_cast<double>(plan.arena_bytes) / static_cast<double>(lower_bound);
     }
 };
 

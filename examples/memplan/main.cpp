@@ -1,0 +1,444 @@
+// The memplan command: plans, checks and reports on graphs and offset
+// instances from the shell. One function per subcommand; the table at the
+// bottom lists them with their help. Exit codes: 0 success, 1 a negative
+// answer (an invalid plan, a capacity exceeded), 2 bad arguments or input
+// (one line `memplan: error: ...`, nothing written), 3 an internal error
+// (a planner produced something the validator rejects).
+#include "args.hpp"
+#include "format.hpp"
+
+#include <memplan/check/placement.hpp>
+#include <memplan/check/validator.hpp>
+#include <memplan/core/error.hpp>
+#include <memplan/graph/from_intervals.hpp>
+#include <memplan/io/graph_json.hpp>
+#include <memplan/io/offset_csv.hpp>
+#include <memplan/io/plan_json.hpp>
+#include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/bounds.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#ifndef MEMPLAN_VERSION
+#define MEMPLAN_VERSION "unknown"
+#endif
+
+namespace {
+
+using memplan::cli::option_spec;
+using memplan::cli::parsed_args;
+
+constexpr int exit_ok = 0;
+constexpr int exit_negative = 1;
+constexpr int exit_internal = 3;
+
+constexpr std::string_view default_allocator = "best_heuristic";
+constexpr std::uint64_t default_alignment = 256;
+
+/// A planner produced something the validator rejects: a bug, exit 3.
+struct internal_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct command {
+    std::string_view name;
+    std::string_view synopsis; ///< "memplan plan GRAPH.json [-o PLAN.json] ..."
+    std::string_view summary;  ///< one line for `memplan --help`
+    std::string_view details;  ///< the rest of `memplan help NAME`
+    int (*run)(const command&, const std::vector<std::string>&);
+};
+
+void print_help(const command& c) {
+    std::cout << "usage: " << c.synopsis << "\n\n" << c.summary << "\n";
+    if (!c.details.empty()) std::cout << "\n" << c.details;
+}
+
+/// Parses the arguments of `c`; nullopt when it printed the help instead.
+std::optional<parsed_args> parse_or_help(const command& c, const std::vector<std::string>& args,
+                                         std::vector<option_spec> specs) {
+    specs.push_back({{"--help", "-h"}, false});
+    auto a = memplan::cli::parse_args("memplan " + std::string(c.name), args, specs);
+    if (a.has("--help")) {
+        print_help(c);
+        return std::nullopt;
+    }
+    return a;
+}
+
+const option_spec alloc_option{{"--alloc", "--allocator"}, true};
+const option_spec alignment_option{{"--alignment"}, true};
+
+std::string allocator_names() {
+    std::string s;
+    for (auto n : memplan::heuristic_allocator_names()) s += (s.empty() ? "" : ", ") + std::string(n);
+    return s;
+}
+
+/// Checks `name` before any work, so a typo costs nothing and writes nothing.
+std::string allocator_option(const parsed_args& a) {
+    std::string name = a.value_or("--alloc", std::string(default_allocator));
+    for (auto n : memplan::heuristic_allocator_names())
+        if (n == name) return name;
+    throw memplan::error("cli", "option --alloc: unknown allocator '" + name + "'; expected one of: " +
+                                    allocator_names());
+}
+
+std::string bytes_both(std::uint64_t b) { return memplan::cli::human_bytes(b) + " (" + std::to_string(b) + " bytes)"; }
+
+double ratio(std::uint64_t a, std::uint64_t b) {
+    return b == 0 ? (a == 0 ? 1.0 : 0.0) : static_cast<double>(a) / static_cast<double>(b);
+}
+
+/// Plans the default schedule of `g` and checks the result; a plan the
+/// validator rejects is an internal error.
+memplan::planned plan_checked(const memplan::graph& g, std::string_view allocator, std::uint64_t alignment) {
+    memplan::plan_options opt;
+    opt.alignment = alignment;
+    auto r = memplan::make_plan(g, memplan::default_schedule(g), allocator, opt);
+    if (!memplan::has_solution(r.status))
+        throw internal_error("allocator '" + std::string(allocator) + "' found no plan for graph '" + g.name() +
+                             "' (" + std::string(memplan::to_string(r.status)) + "): " + r.message);
+    const auto report = memplan::check_plan(g, r.plan);
+    if (!report.ok())
+        throw internal_error("allocator '" + std::string(allocator) + "' made an invalid plan for graph '" +
+                             g.name() + "':\n" + report.to_string());
+    return r;
+}
+
+// --- stats -------------------------------------------------------------------
+
+int run_stats(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "GRAPH.json");
+    const auto g = memplan::read_graph_json(a->positional[0]);
+
+    std::size_t n_phase[3] = {0, 0, 0};
+    for (const auto& o : g.ops()) ++n_phase[static_cast<int>(o.phase)];
+    const memplan::graph_index<memplan::graph> index(g);
+    std::size_t n_persistent = 0, n_inputs = 0;
+    std::uint64_t total = 0, persistent = 0, max_workspace = 0;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+        const auto& x = g.tensor(static_cast<memplan::graph::id_type>(t));
+        total += x.bytes; // validate() proved that the sums fit
+        if (x.persistent) {
+            ++n_persistent;
+            persistent += x.bytes;
+        } else if (index.is_graph_input(static_cast<memplan::graph::id_type>(t))) {
+            ++n_inputs;
+        }
+    }
+    for (const auto& o : g.ops()) {
+        max_workspace = std::max(max_workspace, o.workspace);
+        for (const auto& v : o.variants) max_workspace = std::max(max_workspace, v.workspace);
+    }
+    std::cout << "graph:                      " << g.name() << "\n"
+              << "ops:                        " << g.num_ops() << " (forward " << n_phase[0] << ", backward "
+              << n_phase[1] << ", update " << n_phase[2] << ")\n"
+              << "tensors:                    " << g.num_tensors() << " (persistent " << n_persistent
+              << ", other graph inputs " << n_inputs << ", outputs " << g.outputs().size() << ")\n"
+              << "total tensor bytes:         " << bytes_both(total) << "\n"
+              << "persistent bytes:           " << bytes_both(persistent) << "\n"
+              << "largest workspace:          " << bytes_both(max_workspace) << "\n";
+    if (g.num_ops() > 0)
+        std::cout << "LB, default schedule:       "
+                  << bytes_both(memplan::schedule_lower_bound(g, memplan::default_schedule(g))) << "\n";
+    std::cout << "LB, any schedule:           " << bytes_both(memplan::schedule_free_lower_bound(g)) << "\n";
+    return exit_ok;
+}
+
+// --- plan --------------------------------------------------------------------
+
+int run_plan(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {{{"--output", "-o"}, true}, alloc_option, alignment_option});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "GRAPH.json");
+    const auto allocator = allocator_option(*a);
+    const auto alignment = a->integer_or("--alignment", default_alignment, 1);
+    const auto g = memplan::read_graph_json(a->positional[0]);
+    if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
+
+    const auto r = plan_checked(g, allocator, alignment);
+    if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
+    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
+              << " buffers)\n"
+              << "allocator:     " << allocator << ", alignment " << alignment << "\n"
+              << "arena:         " << bytes_both(r.plan.arena_bytes) << "\n"
+              << "lower bound:   " << bytes_both(r.lower_bound) << "\n"
+              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
+              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+    return exit_ok;
+}
+
+// --- check -------------------------------------------------------------------
+
+int run_check(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {});
+    if (!a) return exit_ok;
+    a->expect_positional(2, 2, "GRAPH.json PLAN.json");
+    const auto g = memplan::read_graph_json(a->positional[0]);
+    const auto p = memplan::read_plan_json(a->positional[1], g);
+    const auto report = memplan::check_plan(g, p);
+    if (report.ok()) {
+        std::cout << "valid\n";
+        return exit_ok;
+    }
+    std::cout << report.to_string();
+    std::cout << "invalid: " << report.violations.size() << (report.truncated ? "+" : "") << " violation"
+              << (report.violations.size() == 1 ? "" : "s") << "\n";
+    return exit_negative;
+}
+
+// --- alloc -------------------------------------------------------------------
+
+int run_alloc(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(
+        c, args, {{{"--input", "-i"}, true}, {{"--output", "-o"}, true}, {{"--capacity"}, true}, alloc_option});
+    if (!a) return exit_ok;
+    a->expect_positional(0, 0, "");
+    const auto input = a->required("--input");
+    const auto output = a->required("--output");
+    const auto allocator = allocator_option(*a);
+    const auto capacity = a->integer_or("--capacity", 0, 1);
+    auto csv = memplan::read_offset_csv(input);
+    csv.problem.alignment = 1;
+    csv.problem.capacity = capacity;
+
+    const auto r = memplan::allocate(allocator, csv.problem);
+    if (!memplan::has_solution(r.status)) {
+        std::cout << "allocator:   " << allocator << "\n"
+                  << "status:      " << memplan::to_string(r.status) << (r.message.empty() ? "" : ": ")
+                  << r.message << "\n";
+        return exit_negative;
+    }
+    const auto report = memplan::check_placement(csv.problem, r.offsets, std::uint64_t{0});
+    if (!report.ok())
+        throw internal_error("allocator '" + allocator + "' made an invalid placement of '" + input + "':\n" +
+                             report.to_string());
+    const auto height = memplan::placement_height(csv.problem, r.offsets);
+    const auto lb = memplan::lower_bound(csv.problem);
+    const bool fits = capacity == 0 || height <= capacity;
+    if (fits) memplan::write_offset_csv(output, csv, r.offsets); // before any output: a failure is one line
+    std::cout << "buffers:     " << csv.ids.size() << "\n"
+              << "allocator:   " << allocator << "\n"
+              << "height:      " << bytes_both(height) << "\n"
+              << "lower bound: " << bytes_both(lb) << "\n"
+              << "height / LB: " << memplan::cli::fixed(ratio(height, lb), 4) << "\n"
+              << "time:        " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (!fits) {
+        std::cout << "over capacity: height " << height << " > capacity " << capacity << "; nothing written\n";
+        return exit_negative;
+    }
+    std::cout << "wrote " << output << "\n";
+    return exit_ok;
+}
+
+// --- check-csv -----------------------------------------------------------------
+
+int run_check_csv(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {{{"--capacity"}, true}});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "OFFSETS.csv");
+    const auto capacity = a->integer_or("--capacity", 0, 1);
+    const auto csv = memplan::read_offset_csv(a->positional[0]);
+    if (!csv.offsets) throw memplan::error("cli", a->positional[0] + ": the file has no 'offset' column to check");
+    const auto report = memplan::check_placement(csv.problem, *csv.offsets, capacity);
+    if (report.ok()) {
+        const auto height = memplan::placement_height(csv.problem, *csv.offsets);
+        const auto lb = memplan::lower_bound(csv.problem);
+        std::cout << "valid: height " << height << ", lower bound " << lb << ", height / LB "
+                  << memplan::cli::fixed(ratio(height, lb), 4) << "\n";
+        return exit_ok;
+    }
+    std::cout << report.to_string();
+    std::cout << "invalid: " << report.violations.size() << (report.truncated ? "+" : "") << " violation"
+              << (report.violations.size() == 1 ? "" : "s") << "\n";
+    return exit_negative;
+}
+
+// --- import-csv ----------------------------------------------------------------
+
+int run_import_csv(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {{{"--output", "-o"}, true}, {{"--name"}, true}});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "IN.csv");
+    const auto output = a->required("--output");
+    const std::filesystem::path input = a->positional[0];
+    const auto csv = memplan::read_offset_csv(input);
+    const auto name = a->value_or("--name", input.stem().string());
+    const auto g = memplan::graph_from_intervals(csv.problem, csv.ids, name);
+    memplan::validate(g);
+    const auto lb = g.num_ops() ? memplan::schedule_lower_bound(g, memplan::default_schedule(g)) : 0;
+    memplan::write_graph_json(output, g);
+    std::cout << "graph:                 " << g.name() << " (" << g.num_tensors() << " tensors, " << g.num_ops()
+              << " ops)\n"
+              << "LB, default schedule:  " << bytes_both(lb) << "\n"
+              << "LB of the instance:    " << bytes_both(memplan::lower_bound(csv.problem)) << "\n"
+              << "wrote " << output << "\n";
+    return exit_ok;
+}
+
+// --- report --------------------------------------------------------------------
+
+int run_report(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args, {alloc_option, alignment_option});
+    if (!a) return exit_ok;
+    a->expect_positional(1, static_cast<std::size_t>(-1), "GRAPH.json...");
+    const auto allocator = allocator_option(*a);
+    const auto alignment = a->integer_or("--alignment", default_alignment, 1);
+
+    // Read everything first: a bad file fails the command before any output.
+    std::vector<memplan::graph> graphs;
+    for (const auto& f : a->positional) graphs.push_back(memplan::read_graph_json(f));
+
+    memplan::cli::text_table t;
+    t.add_row({"graph", "ops", "tensors", "no reuse", "arena", "arena bytes", "LB", "arena/LB", "saved", "time"});
+    for (const auto& g : graphs) {
+        if (g.num_ops() == 0) {
+            t.add_row({g.name(), "0", std::to_string(g.num_tensors()), "-", "-", "-", "-", "-", "-", "-"});
+            continue;
+        }
+        const auto none = plan_checked(g, "no_reuse", alignment);
+        const auto r = plan_checked(g, allocator, alignment);
+        const double saved = 100.0 * (1.0 - ratio(r.plan.arena_bytes, none.plan.arena_bytes));
+        t.add_row({g.name(), std::to_string(g.num_ops()), std::to_string(g.num_tensors()),
+                   memplan::cli::human_bytes(none.plan.arena_bytes), memplan::cli::human_bytes(r.plan.arena_bytes),
+                   std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.lower_bound),
+                   memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4), memplan::cli::fixed(saved, 1) + " %",
+                   memplan::cli::human_seconds(r.seconds)});
+    }
+    std::cout << "allocator " << allocator << ", alignment " << alignment
+              << "; LB = largest live bytes over the steps of the default schedule\n\n"
+              << t.str();
+    return exit_ok;
+}
+
+// --- the table of subcommands --------------------------------------------------
+
+const std::vector<command>& commands() {
+    static const std::vector<command> table{
+        {"stats", "memplan stats GRAPH.json", "Tensors, ops, total bytes and the lower bounds of a graph.",
+         "The lower bound of the default schedule is the largest live bytes over its steps; the schedule-free\n"
+         "bound is the largest single op (inputs, outputs, workspace, persistent tensors).\n",
+         run_stats},
+        {"plan", "memplan plan GRAPH.json [-o PLAN.json] [--alloc NAME] [--alignment N]",
+         "Plans the default schedule of a graph and checks the plan.",
+         "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
+         "  --alloc NAME            allocator (default best_heuristic): no_reuse, greedy_by_size,\n"
+         "                          greedy_by_lifetime, online_best_fit, best_heuristic\n"
+         "  --alignment N           every offset a multiple of N bytes (default 256)\n",
+         run_plan},
+        {"check", "memplan check GRAPH.json PLAN.json", "Checks a plan against its graph (formats.md rules 1-7).",
+         "Prints \"valid\" and exits 0, or prints every violation, one a line, and exits 1.\n", run_check},
+        {"alloc", "memplan alloc --input IN.csv --output OUT.csv [--capacity BYTES] [--alloc NAME]",
+         "Assigns offsets to an offset CSV instance (id,lower,upper,size), e.g. MiniMalloc's.",
+         "  -i, --input IN.csv     the instance\n"
+         "  -o, --output OUT.csv   the rows with an offset column appended\n"
+         "  --capacity BYTES       exit 1 and write nothing when the height exceeds it\n"
+         "  --alloc NAME           allocator (default best_heuristic)\n",
+         run_alloc},
+        {"check-csv", "memplan check-csv OFFSETS.csv [--capacity BYTES]",
+         "Checks an offset CSV that has an offset column (ours or MiniMalloc's).",
+         "Prints \"valid\" with the height and exits 0, or prints every violation and exits 1.\n",
+         run_check_csv},
+        {"import-csv", "memplan import-csv IN.csv -o GRAPH.json [--name NAME]",
+         "Turns an offset CSV instance into a graph whose default schedule has the same lifetimes.",
+         "  -o, --output GRAPH.json  the graph to write\n"
+         "  --name NAME              the graph's name (default: the file's stem)\n",
+         run_import_csv},
+        {"report", "memplan report GRAPH.json... [--alloc NAME] [--alignment N]",
+         "Plans each graph and prints a table: no-reuse bytes, arena, lower bound, ratio, savings, time.", "",
+         run_report},
+    };
+    return table;
+}
+
+const command* find_command(std::string_view name) {
+    for (const auto& c : commands())
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+void print_usage() {
+    std::cout << "usage: memplan COMMAND [ARGS...]\n\n"
+                 "memplan plans the memory of deep-network training: where every tensor lives in one arena.\n\n"
+                 "commands:\n";
+    std::size_t w = 0;
+    for (const auto& c : commands()) w = std::max(w, c.name.size());
+    for (const auto& c : commands())
+        std::cout << "  " << c.name << std::string(w - c.name.size() + 2, ' ') << c.summary << "\n";
+    std::cout << "  help" << std::string(w - 4 + 2, ' ') << "help CMD shows the options of a command\n"
+              << "\nexit codes: 0 done, 1 invalid plan or capacity exceeded, 2 bad arguments or input,\n"
+                 "3 internal error. Options: --help, --version.\n";
+}
+
+int run(const std::vector<std::string>& args) {
+    if (args.empty()) throw memplan::error("cli", "no command given; try 'memplan --help'");
+    const std::string& name = args[0];
+    if (name == "--help" || name == "-h") {
+        print_usage();
+        return exit_ok;
+    }
+    if (name == "--version") {
+        std::cout << "memplan " MEMPLAN_VERSION "\n";
+        return exit_ok;
+    }
+    if (name == "help") {
+        if (args.size() == 1) {
+            print_usage();
+            return exit_ok;
+        }
+        if (args.size() > 2) throw memplan::error("cli", "memplan help: unexpected argument '" + args[2] + "'");
+        const command* c = find_command(args[1]);
+        if (!c) throw memplan::error("cli", "memplan help: unknown command '" + args[1] + "'");
+        print_help(*c);
+        return exit_ok;
+    }
+    const command* c = find_command(name);
+    if (!c) {
+        if (!name.empty() && name[0] == '-') throw memplan::error("cli", "unknown option '" + name + "'");
+        throw memplan::error("cli", "unknown command '" + name + "'; try 'memplan --help'");
+    }
+    return c->run(*c, std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+/// The message of an exception as one line.
+std::string one_line(std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    for (auto& ch : s)
+        if (ch == '\n' || ch == '\r') ch = ' ';
+    return s;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        std::vector<std::string> args(argv + 1, argv + argc);
+        return run(args);
+    } catch (const memplan::error& e) {
+        std::cout.flush();
+        std::cerr << "memplan: error: " << one_line(memplan::detail::bare_message(e)) << "\n";
+        return 2;
+    } catch (const internal_error& e) {
+        std::cout.flush();
+        std::cerr << "memplan: internal error: " << e.what() << "\n";
+        return exit_internal;
+    } catch (const std::exception& e) {
+        std::cout.flush();
+        std::cerr << "memplan: internal error: " << one_line(e.what()) << "\n";
+        return exit_internal;
+    } catch (...) {
+        std::cerr << "memplan: internal error: unknown exception\n";
+        return exit_internal;
+    }
+}

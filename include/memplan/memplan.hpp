@@ -1,0 +1,49 @@
+// memplan: ahead-of-time memory planning for deep-network training.
+//
+// The umbrella header: the core model, the planners, the validators, I/O,
+// layers and the model zoo. It pulls in nothing that needs a solver library
+// or a GPU: the GLPK and CBC backends are <memplan/solver/glpk.hpp> and
+// <memplan/solver/cbc.hpp> (targets memplan::glpk, memplan::cbc).
+#pragma once
+
+// Core
+#include <memplan/core/error.hpp>
+#include <memplan/core/status.hpp>
+
+// Graphs, layers, training graphs, the zoo
+#include <memplan/graph/from_intervals.hpp>
+#include <memplan/graph/graph.hpp>
+#include <memplan/graph/training.hpp>
+#include <memplan/graph/validate.hpp>
+#include <memplan/nn/network.hpp>
+#include <memplan/zoo/zoo.hpp>
+
+// Schedules and liveness
+#include <memplan/schedule/liveness.hpp>
+#include <memplan/schedule/schedule.hpp>
+
+// Plans, bounds, allocation
+#include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/alloc/greedy.hpp>
+#include <memplan/plan/alloc/milp.hpp>
+#include <memplan/plan/alloc/no_reuse.hpp>
+#include <memplan/plan/alloc/online_best_fit.hpp>
+#include <memplan/plan/alloc/problem.hpp>
+#include <memplan/plan/bounds.hpp>
+#include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/plan.hpp>
+
+// Solver interface (backend-neutral)
+#include <memplan/solver/model.hpp>
+#include <memplan/solver/solver.hpp>
+
+// Validators
+#include <memplan/check/placement.hpp>
+#include <memplan/check/validator.hpp>
+
+// I/O
+#include <memplan/io/atomic_file.hpp>
+#include <memplan/io/graph_json.hpp>
+#include <memplan/io/offset_csv.hpp>
+#include <memplan/io/plan_json.hpp>

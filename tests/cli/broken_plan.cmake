@@ -1,0 +1,15 @@
+# A plan broken by hand (every offset 0, arena 1 byte) is rejected with one
+# line per violation and exit 1.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+memplan_fresh_dir("${WORK}")
+memplan_run(plan plan "${GRAPH}" -o "${WORK}/plan.json")
+memplan_expect(plan 0)
+file(READ "${WORK}/plan.json" text)
+string(REGEX REPLACE "\"offset\": [0-9]+" "\"offset\": 0" text "${text}")
+string(REGEX REPLACE "\"arena_bytes\": [0-9]+" "\"arena_bytes\": 1" text "${text}")
+file(WRITE "${WORK}/broken.json" "${text}")
+memplan_run(check check "${GRAPH}" "${WORK}/broken.json")
+memplan_expect(check 1 "rule 4: step [0-9]+: [^\n]*\n")
+memplan_expect(check 1 "rule 5: [^\n]*\n")
+memplan_expect(check 1 "invalid: [0-9]+ violations\n$")

@@ -1,0 +1,18 @@
+# import-csv keeps the instance's lower bound, and the imported graph goes
+# through plan -> check.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+memplan_fresh_dir("${WORK}")
+memplan_run(imp import-csv "${CSV}" -o "${WORK}/g.json")
+memplan_expect(imp 0 "wrote ")
+string(REGEX MATCH "LB, default schedule: +[^(]*\\(([0-9]+) bytes\\)" _ "${imp_out}")
+set(graph_lb "${CMAKE_MATCH_1}")
+string(REGEX MATCH "LB of the instance: +[^(]*\\(([0-9]+) bytes\\)" _ "${imp_out}")
+set(csv_lb "${CMAKE_MATCH_1}")
+if(graph_lb STREQUAL "" OR NOT graph_lb STREQUAL csv_lb)
+  message(FATAL_ERROR "lower bounds differ: graph '${graph_lb}', instance '${csv_lb}'\n${imp_out}")
+endif()
+memplan_run(plan plan "${WORK}/g.json" -o "${WORK}/plan.json" --alignment 1)
+memplan_expect(plan 0)
+memplan_run(check check "${WORK}/g.json" "${WORK}/plan.json")
+memplan_expect(check 0 "^valid\n$")

@@ -1,0 +1,16 @@
+# Plan GRAPH with ALLOC, then check the written plan: it must be valid.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+memplan_fresh_dir("${WORK}")
+memplan_run(plan plan "${GRAPH}" -o "${WORK}/plan.json" --alloc "${ALLOC}")
+memplan_expect(plan 0 "arena: .*lower bound: .*wrote ")
+memplan_run(check check "${GRAPH}" "${WORK}/plan.json")
+memplan_expect(check 0 "^valid\n$")
+# The arena is never below the lower bound.
+string(REGEX MATCH "arena: +[^(]*\\(([0-9]+) bytes\\)" _ "${plan_out}")
+set(arena "${CMAKE_MATCH_1}")
+string(REGEX MATCH "lower bound: +[^(]*\\(([0-9]+) bytes\\)" _ "${plan_out}")
+set(lb "${CMAKE_MATCH_1}")
+if(arena STREQUAL "" OR lb STREQUAL "" OR arena LESS lb)
+  message(FATAL_ERROR "arena '${arena}' below lower bound '${lb}':\n${plan_out}")
+endif()
