@@ -6,12 +6,13 @@
 //    (as the larger of the two) on the step where both are live.
 //  - The schedule-free bound: the largest, over ops, of the bytes one
 //    execution must hold at once (its distinct inputs and outputs, the
-//    smallest workspace among its variants, every persistent tensor), less
+//    smallest workspace among its variants, every persistent graph input), less
 //    what its in-place pairs could share. No schedule of the graph fits in less.
 #pragma once
 
 #include <memplan/core/detail/checked.hpp>
 #include <memplan/core/error.hpp>
+#include <memplan/graph/validate.hpp>
 #include <memplan/schedule/liveness.hpp>
 
 #include <algorithm>
@@ -96,16 +97,21 @@ template <class Graph>
 typename Graph::size_type schedule_free_lower_bound(const Graph& g) {
     using size_type = typename Graph::size_type;
     using id_type = typename Graph::id_type;
+    // Persistent graph inputs are live on every step; a persistent tensor an
+    // op produces is live from that op on, so it counts where it is an output.
+    const graph_index<Graph> index(g);
     size_type persistent = 0;
-    for (const auto& t : g.tensors())
-        if (t.persistent) persistent += t.bytes;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+        if (g.tensor(static_cast<id_type>(t)).persistent && index.is_graph_input(static_cast<id_type>(t)))
+            persistent += g.tensor(static_cast<id_type>(t)).bytes;
+    auto always_live = [&](id_type t) { return g.tensor(t).persistent && index.is_graph_input(t); };
     size_type best = persistent;
     for (const auto& op : g.ops()) {
         std::unordered_set<id_type> seen;
         size_type bytes = persistent;
         for (const auto* list : {&op.inputs, &op.outputs})
             for (auto t : *list)
-                if (seen.insert(t).second && !g.tensor(t).persistent) bytes += g.tensor(t).bytes;
+                if (seen.insert(t).second && !always_live(t)) bytes += g.tensor(t).bytes;
         for (auto [x, y] : op.inplace)
             if (!g.tensor(x).persistent && !g.tensor(y).persistent && x != y)
                 bytes -= std::min(g.tensor(x).bytes, g.tensor(y).bytes);

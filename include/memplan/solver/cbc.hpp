@@ -138,6 +138,10 @@ private:
         Cbc_setObjSense(model, minimize ? 1.0 : -1.0);
         Cbc_setLogLevel(model, o.verbose ? 1 : 0);
         Cbc_setParameter(model, "timeMode", "elapsed"); // the limit is wall time, as for GLPK (default: CPU time)
+        // CBC 2.10's root preprocessing ignores the time limit and was seen to
+        // crash in CglPreProcess::postProcess on short limits; without it CBC
+        // is slower to prove but stops on time and stays up.
+        Cbc_setParameter(model, "preprocess", "off");
         if (o.relative_gap > 0) Cbc_setAllowableFractionGap(model, o.relative_gap);
         std::vector<int> all_columns;
         if (use_incumbent) {
