@@ -39,10 +39,10 @@ struct best_heuristic {
         };
         // A pass that reaches the lower bound cannot be beaten: stop there.
         auto done = [&] { return have && best.height == lb; };
-        keep(detail::greedy_pass(p, detail::greedy_order<alloc_order::by_size>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_order<alloc_order::by_lifetime>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_order<alloc_order::by_area>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_order<alloc_order::by_begin>(p), tree, offsets));
+        keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size>(p), tree, offsets));
+        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, offsets));
+        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, offsets));
+        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, offsets));
         if (!done()) {
             const auto online = online_best_fit{}.place(p);
             offsets = online.offsets;

@@ -217,7 +217,7 @@ bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size
 
 /// The live items sorted by ordering `Order` (ties: item index).
 template <class Order, class Size>
-std::vector<std::size_t> greedy_order(const basic_alloc_problem<Size>& p) {
+std::vector<std::size_t> greedy_item_order(const basic_alloc_problem<Size>& p) {
     std::vector<std::size_t> order;
     order.reserve(p.items.size());
     for (std::size_t i = 0; i < p.items.size(); ++i)
@@ -245,7 +245,7 @@ struct greedy {
         const Size lb = lower_bound(p);
         auto tree = detail::make_interval_tree(p);
         basic_alloc_result<Size> r;
-        if (!detail::greedy_pass(p, detail::greedy_order<Order>(p), tree, r.offsets)) {
+        if (!detail::greedy_pass(p, detail::greedy_item_order<Order>(p), tree, r.offsets)) {
             r = detail::overflow_result(p);
             r.lower_bound = lb;
         } else {

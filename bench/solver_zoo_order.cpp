@@ -1,0 +1,109 @@
+// Plan quality on the model zoo's training graphs (issue 4's table): operator
+// order + allocation against what a framework does — the default order
+// (forward, backward, then every optimizer step) with online best-fit
+// allocation in execution order, simulated.
+//
+// Usage: bench_solver_zoo_order [--time-limit S] [--batches 1,32,0] [--models a,b] [--markdown]
+//   (batch 0 = the model's default, MONeT's settings for the CNNs)
+// Prints one row per model and batch, then the average saving per batch and
+// the median planning time.
+#include <memplan/check/validator.hpp>
+#include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/alloc/exact.hpp>
+#include <memplan/schedule/order/select.hpp>
+#include <memplan/solver/glpk.hpp>
+#include <memplan/zoo/zoo.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string x; std::getline(ss, x, ',');)
+        if (!x.empty()) out.push_back(x);
+    return out;
+}
+
+double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+} // namespace
+
+int main(int argc, char** argv) {
+    double time_limit = 5;
+    std::vector<std::string> batches{"1", "32", "0"};
+    std::vector<std::string> models(memplan::zoo_names().begin(), memplan::zoo_names().end());
+    bool markdown = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
+        else if (a == "--batches" && i + 1 < argc) batches = split(argv[++i]);
+        else if (a == "--models" && i + 1 < argc) models = split(argv[++i]);
+        else if (a == "--markdown") markdown = true;
+        else {
+            std::fprintf(stderr, "usage: %s [--time-limit S] [--batches 1,32,0] [--models a,b] [--markdown]\n", argv[0]);
+            return 2;
+        }
+    }
+    const char* sep = markdown ? " | " : "  ";
+    std::printf("%s%-12s%s%5s%s%7s%s%5s%s%10s%s%10s%s%10s%s%10s%s%7s%s%7s%s\n", markdown ? "| " : "", "model", sep,
+                "batch", sep, "tensors", sep, "ops", sep, "LB dflt", sep, "LB order", sep, "baseline", sep, "memplan",
+                sep, "saved", sep, "time s", markdown ? " |" : "");
+    if (markdown) std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::map<std::string, std::vector<double>> savings;
+    std::vector<double> times;
+    for (const auto& model : models) {
+        for (const auto& b : batches) {
+            memplan::zoo_options o;
+            o.batch = static_cast<std::size_t>(std::stoul(b));
+            const auto g = memplan::zoo_graph(model, o);
+            const auto dflt = memplan::default_schedule(g);
+            const auto lb_default = memplan::schedule_lower_bound(g, dflt);
+            const auto baseline = memplan::make_plan(g, dflt, memplan::online_best_fit{}, {});
+
+            const auto t0 = std::chrono::steady_clock::now();
+            memplan::order_options oo;
+            oo.time_limit_seconds = time_limit;
+            const auto ordered = memplan::order_by_name("ilp", g, memplan::glpk_solver{}, oo);
+            auto planned = memplan::make_plan(g, ordered.schedule, memplan::best_heuristic{}, {});
+            if (planned.plan.arena_bytes > planned.lower_bound) {
+                memplan::exact ex;
+                ex.time_limit_seconds = 1.0;
+                auto better = memplan::make_plan(g, ordered.schedule, ex, {});
+                if (memplan::has_solution(better.status) && better.plan.arena_bytes < planned.plan.arena_bytes)
+                    planned = std::move(better);
+            }
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const bool ok = memplan::check_plan(g, planned.plan).ok() && memplan::check_plan(g, baseline.plan).ok();
+            const double saved = 1.0 - static_cast<double>(planned.plan.arena_bytes) /
+                                           static_cast<double>(baseline.plan.arena_bytes);
+            savings[b].push_back(saved);
+            times.push_back(secs);
+            std::printf("%s%-12s%s%5zu%s%7zu%s%5zu%s%9.3fG%s%9.3fG%s%9.3fG%s%9.3fG%s%6.1f%%%s%7.2f%s%s\n",
+                        markdown ? "| " : "", model.c_str(), sep, memplan::resolve_zoo_options(model, o).batch, sep,
+                        g.num_tensors(), sep, g.num_ops(), sep, gib(lb_default), sep, gib(ordered.peak), sep,
+                        gib(baseline.plan.arena_bytes), sep, gib(planned.plan.arena_bytes), sep, 100 * saved, sep,
+                        secs, markdown ? " |" : "", ok ? "" : "  INVALID PLAN");
+            std::fflush(stdout);
+            if (!ok) return 1;
+        }
+    }
+    std::printf("\n");
+    for (const auto& b : batches) {
+        const auto& v = savings[b];
+        double avg = 0, worst = 1;
+        for (double x : v) avg += x, worst = std::min(worst, x);
+        std::printf("batch %-4s average saving %5.1f%%, smallest %5.1f%%\n", b == "0" ? "dflt" : b.c_str(),
+                    100 * avg / static_cast<double>(v.size()), 100 * worst);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("median planning time %.2f s, max %.2f s\n", times[times.size() / 2], times.back());
+    return 0;
+}
