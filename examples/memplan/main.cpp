@@ -6,6 +6,7 @@
 // (a planner produced something the validator rejects).
 #include "args.hpp"
 #include "format.hpp"
+#include "planners.hpp"
 
 #include <memplan/check/placement.hpp>
 #include <memplan/check/validator.hpp>
@@ -42,7 +43,9 @@ constexpr int exit_ok = 0;
 constexpr int exit_negative = 1;
 constexpr int exit_internal = 3;
 
-constexpr std::string_view default_allocator = "best_heuristic";
+constexpr std::string_view default_allocator = "auto";
+constexpr std::string_view report_allocator = "best_heuristic";
+constexpr double default_time_limit = 10;
 constexpr std::uint64_t default_alignment = 256;
 
 /// A planner produced something the validator rejects: a bug, exit 3.
@@ -77,20 +80,38 @@ std::optional<parsed_args> parse_or_help(const command& c, const std::vector<std
 
 const option_spec alloc_option{{"--alloc", "--allocator"}, true};
 const option_spec alignment_option{{"--alignment"}, true};
+const option_spec solver_option{{"--solver"}, true};
+const option_spec time_limit_option{{"--time-limit"}, true};
+const option_spec order_option{{"--order"}, true};
 
-std::string allocator_names() {
-    std::string s;
-    for (auto n : memplan::heuristic_allocator_names()) s += (s.empty() ? "" : ", ") + std::string(n);
-    return s;
+double time_limit_option_value(const parsed_args& a) {
+    const auto v = a.value("--time-limit");
+    if (!v) return default_time_limit;
+    char* end = nullptr;
+    const double t = std::strtod(v->c_str(), &end);
+    if (v->empty() || end != v->c_str() + v->size() || !(t > 0) || t > 1e6)
+        throw memplan::error("cli", "option --time-limit: expected a number of seconds > 0, got '" + *v + "'");
+    return t;
 }
 
-/// Checks `name` before any work, so a typo costs nothing and writes nothing.
-std::string allocator_option(const parsed_args& a) {
-    std::string name = a.value_or("--alloc", std::string(default_allocator));
-    for (auto n : memplan::heuristic_allocator_names())
-        if (n == name) return name;
-    throw memplan::error("cli", "option --alloc: unknown allocator '" + name + "'; expected one of: " +
-                                    allocator_names());
+/// Checks --alloc, --solver and --time-limit before any work, so a typo costs
+/// nothing and writes nothing.
+memplan::cli::chosen_allocator allocator_option(const parsed_args& a, std::string_view fallback = default_allocator) {
+    return memplan::cli::allocator_from(a.value_or("--alloc", std::string(fallback)), a.value_or("--solver", ""),
+                                        time_limit_option_value(a));
+}
+
+std::string order_option_value(const parsed_args& a) {
+    const auto name = a.value_or("--order", "default");
+    const auto names = memplan::order_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string all;
+        for (auto n : names) all += (all.empty() ? "" : ", ") + std::string(n);
+        throw memplan::error("cli", "option --order: unknown order '" + name + "'; expected one of: " + all);
+    }
+    if (name == "ilp" && memplan::cli::solver_choices().empty())
+        throw memplan::error("cli", "option --order ilp: no MILP solver in this build");
+    return name;
 }
 
 std::string bytes_both(std::uint64_t b) { return memplan::cli::human_bytes(b) + " (" + std::to_string(b) + " bytes)"; }
@@ -99,20 +120,26 @@ double ratio(std::uint64_t a, std::uint64_t b) {
     return b == 0 ? (a == 0 ? 1.0 : 0.0) : static_cast<double>(a) / static_cast<double>(b);
 }
 
-/// Plans the default schedule of `g` and checks the result; a plan the
-/// validator rejects is an internal error.
-memplan::planned plan_checked(const memplan::graph& g, std::string_view allocator, std::uint64_t alignment) {
+/// Plans schedule `s` of `g` and checks the result; a plan the validator
+/// rejects is an internal error.
+memplan::planned plan_checked(const memplan::graph& g, const memplan::schedule& s,
+                              const memplan::cli::chosen_allocator& allocator, std::uint64_t alignment) {
     memplan::plan_options opt;
     opt.alignment = alignment;
-    auto r = memplan::make_plan(g, memplan::default_schedule(g), allocator, opt);
+    auto r = memplan::make_plan(g, s, allocator, opt);
     if (!memplan::has_solution(r.status))
-        throw internal_error("allocator '" + std::string(allocator) + "' found no plan for graph '" + g.name() +
-                             "' (" + std::string(memplan::to_string(r.status)) + "): " + r.message);
+        throw internal_error("allocator '" + allocator.which + "' found no plan for graph '" + g.name() + "' (" +
+                             std::string(memplan::to_string(r.status)) + "): " + r.message);
     const auto report = memplan::check_plan(g, r.plan);
     if (!report.ok())
-        throw internal_error("allocator '" + std::string(allocator) + "' made an invalid plan for graph '" +
-                             g.name() + "':\n" + report.to_string());
+        throw internal_error("allocator '" + allocator.which + "' made an invalid plan for graph '" + g.name() +
+                             "':\n" + report.to_string());
     return r;
+}
+
+memplan::planned plan_checked(const memplan::graph& g, const memplan::cli::chosen_allocator& allocator,
+                              std::uint64_t alignment) {
+    return plan_checked(g, memplan::default_schedule(g), allocator, alignment);
 }
 
 // --- stats -------------------------------------------------------------------
@@ -160,23 +187,32 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
 // --- plan --------------------------------------------------------------------
 
 int run_plan(const command& c, const std::vector<std::string>& args) {
-    const auto a = parse_or_help(c, args, {{{"--output", "-o"}, true}, alloc_option, alignment_option});
+    const auto a = parse_or_help(c, args,
+                                 {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
+                                  time_limit_option, order_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
     const auto allocator = allocator_option(*a);
+    const auto order = order_option_value(*a);
     const auto alignment = a->integer_or("--alignment", default_alignment, 1);
     const auto g = memplan::read_graph_json(a->positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
 
-    const auto r = plan_checked(g, allocator, alignment);
+    const auto ordered = memplan::cli::order_with(order, g, allocator.solver, allocator.time_limit_seconds);
+    const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
     if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
+    const auto default_lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
               << " buffers)\n"
-              << "allocator:     " << allocator << ", alignment " << alignment << "\n"
+              << "order:         " << order << " (" << memplan::to_string(ordered.status) << "), LB "
+              << bytes_both(ordered.peak) << " vs default order " << bytes_both(default_lb) << ", "
+              << memplan::cli::human_seconds(ordered.seconds) << "\n"
+              << "allocator:     " << allocator.which << " (" << memplan::to_string(r.status) << "), alignment "
+              << alignment << "\n"
               << "arena:         " << bytes_both(r.plan.arena_bytes) << "\n"
               << "lower bound:   " << bytes_both(r.lower_bound) << "\n"
               << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
-              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+              << "planning time: " << memplan::cli::human_seconds(r.seconds + ordered.seconds) << "\n";
     if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
     return exit_ok;
 }
@@ -204,7 +240,9 @@ int run_check(const command& c, const std::vector<std::string>& args) {
 
 int run_alloc(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(
-        c, args, {{{"--input", "-i"}, true}, {{"--output", "-o"}, true}, {{"--capacity"}, true}, alloc_option});
+        c, args,
+        {{{"--input", "-i"}, true}, {{"--output", "-o"}, true}, {{"--capacity"}, true}, alloc_option, solver_option,
+         time_limit_option});
     if (!a) return exit_ok;
     a->expect_positional(0, 0, "");
     const auto input = a->required("--input");
@@ -215,23 +253,23 @@ int run_alloc(const command& c, const std::vector<std::string>& args) {
     csv.problem.alignment = 1;
     csv.problem.capacity = capacity;
 
-    const auto r = memplan::allocate(allocator, csv.problem);
+    const auto r = allocator.place(csv.problem);
     if (!memplan::has_solution(r.status)) {
-        std::cout << "allocator:   " << allocator << "\n"
+        std::cout << "allocator:   " << allocator.which << "\n"
                   << "status:      " << memplan::to_string(r.status) << (r.message.empty() ? "" : ": ")
                   << r.message << "\n";
         return exit_negative;
     }
     const auto report = memplan::check_placement(csv.problem, r.offsets, std::uint64_t{0});
     if (!report.ok())
-        throw internal_error("allocator '" + allocator + "' made an invalid placement of '" + input + "':\n" +
+        throw internal_error("allocator '" + allocator.which + "' made an invalid placement of '" + input + "':\n" +
                              report.to_string());
     const auto height = memplan::placement_height(csv.problem, r.offsets);
     const auto lb = memplan::lower_bound(csv.problem);
     const bool fits = capacity == 0 || height <= capacity;
     if (fits) memplan::write_offset_csv(output, csv, r.offsets); // before any output: a failure is one line
     std::cout << "buffers:     " << csv.ids.size() << "\n"
-              << "allocator:   " << allocator << "\n"
+              << "allocator:   " << allocator.which << " (" << memplan::to_string(r.status) << ")\n"
               << "height:      " << bytes_both(height) << "\n"
               << "lower bound: " << bytes_both(lb) << "\n"
               << "height / LB: " << memplan::cli::fixed(ratio(height, lb), 4) << "\n"
@@ -380,10 +418,12 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
 // --- report --------------------------------------------------------------------
 
 int run_report(const command& c, const std::vector<std::string>& args) {
-    const auto a = parse_or_help(c, args, {alloc_option, alignment_option});
+    const auto a =
+        parse_or_help(c, args, {alloc_option, alignment_option, solver_option, time_limit_option, order_option});
     if (!a) return exit_ok;
     a->expect_positional(1, static_cast<std::size_t>(-1), "GRAPH.json...");
-    const auto allocator = allocator_option(*a);
+    const auto allocator = allocator_option(*a, report_allocator);
+    const auto order = order_option_value(*a);
     const auto alignment = a->integer_or("--alignment", default_alignment, 1);
 
     // Read everything first: a bad file fails the command before any output.
@@ -397,17 +437,18 @@ int run_report(const command& c, const std::vector<std::string>& args) {
             t.add_row({g.name(), "0", std::to_string(g.num_tensors()), "-", "-", "-", "-", "-", "-", "-"});
             continue;
         }
-        const auto none = plan_checked(g, "no_reuse", alignment);
-        const auto r = plan_checked(g, allocator, alignment);
+        const auto none = plan_checked(g, memplan::cli::allocator_from("no_reuse", "", 1), alignment);
+        const auto ordered = memplan::cli::order_with(order, g, allocator.solver, allocator.time_limit_seconds);
+        const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
         const double saved = 100.0 * (1.0 - ratio(r.plan.arena_bytes, none.plan.arena_bytes));
         t.add_row({g.name(), std::to_string(g.num_ops()), std::to_string(g.num_tensors()),
                    memplan::cli::human_bytes(none.plan.arena_bytes), memplan::cli::human_bytes(r.plan.arena_bytes),
                    std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.lower_bound),
                    memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4), memplan::cli::fixed(saved, 1) + " %",
-                   memplan::cli::human_seconds(r.seconds)});
+                   memplan::cli::human_seconds(r.seconds + ordered.seconds)});
     }
-    std::cout << "allocator " << allocator << ", alignment " << alignment
-              << "; LB = largest live bytes over the steps of the default schedule\n\n"
+    std::cout << "order " << order << ", allocator " << allocator.which << ", alignment " << alignment
+              << "; LB = largest live bytes over the steps of the planned order\n\n"
               << t.str();
     return exit_ok;
 }
@@ -420,21 +461,39 @@ const std::vector<command>& commands() {
          "The lower bound of the default schedule is the largest live bytes over its steps; the schedule-free\n"
          "bound is the largest single op (inputs, outputs, workspace, persistent tensors).\n",
          run_stats},
-        {"plan", "memplan plan GRAPH.json [-o PLAN.json] [--alloc NAME] [--alignment N]",
-         "Plans the default schedule of a graph and checks the plan.",
+        {"plan",
+         "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
+         "                        [--alignment N]",
+         "Orders the ops, places every buffer in one arena, and checks the plan.",
          "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
-         "  --alloc NAME            allocator (default best_heuristic): no_reuse, greedy_by_size,\n"
-         "                          greedy_by_lifetime, online_best_fit, best_heuristic\n"
-         "  --alignment N           every offset a multiple of N bytes (default 256)\n",
+         "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
+         "                          scheduler), ilp (MODeL's formulation; windowed on large graphs)\n"
+         "  --alloc NAME            allocator: auto (default: the best heuristic, then the exact search\n"
+         "                          until the arena meets the lower bound or the time limit), no_reuse,\n"
+         "                          greedy_by_size, greedy_by_lifetime, online_best_fit, best_heuristic,\n"
+         "                          exact, milp (the offset MILP on --solver)\n"
+         "  --solver NAME           MILP backend for milp and --order ilp: glpk (default) or cbc\n"
+         "  --time-limit S          seconds for exact, milp and --order ilp (default 10)\n"
+         "  --alignment N           every offset a multiple of N bytes (default 256)\n"
+         "Long searches print their progress on stderr when it is a terminal.\n",
          run_plan},
         {"check", "memplan check GRAPH.json PLAN.json", "Checks a plan against its graph (formats.md rules 1-7).",
          "Prints \"valid\" and exits 0, or prints every violation, one a line, and exits 1.\n", run_check},
-        {"alloc", "memplan alloc --input IN.csv --output OUT.csv [--capacity BYTES] [--alloc NAME]",
+        {"alloc",
+         "memplan alloc --input IN.csv --output OUT.csv [--capacity BYTES] [--alloc NAME] [--solver NAME]\n"
+         "                          [--time-limit S]",
          "Assigns offsets to an offset CSV instance (id,lower,upper,size), e.g. MiniMalloc's.",
-         "  -i, --input IN.csv     the instance\n"
-         "  -o, --output OUT.csv   the rows with an offset column appended\n"
-         "  --capacity BYTES       exit 1 and write nothing when the height exceeds it\n"
-         "  --alloc NAME           allocator (default best_heuristic)\n",
+         "  -i, --input IN.csv      the instance\n"
+         "  -o, --output OUT.csv    the rows with an offset column appended\n"
+         "  --capacity BYTES        find a placement within it (exact/milp decide; others are checked);\n"
+         "                          exit 1 and write nothing when none was found\n"
+         "  --alloc NAME            allocator: auto (default: the best heuristic, then the exact search\n"
+         "                          until the arena meets the lower bound or the time limit), no_reuse,\n"
+         "                          greedy_by_size, greedy_by_lifetime, online_best_fit, best_heuristic,\n"
+         "                          exact, milp (the offset MILP on --solver)\n"
+         "  --solver NAME           MILP backend for milp and --order ilp: glpk (default) or cbc\n"
+         "  --time-limit S          seconds for exact, milp and --order ilp (default 10)\n"
+         "Long searches print their progress on stderr when it is a terminal.\n",
          run_alloc},
         {"check-csv", "memplan check-csv OFFSETS.csv [--capacity BYTES]",
          "Checks an offset CSV that has an offset column (ours or MiniMalloc's).",
@@ -462,7 +521,7 @@ const std::vector<command>& commands() {
          "  -o, --output FILE    write the graph (memplan.graph JSON)\n"
          "  --list               list the models and their defaults\n",
          run_zoo},
-        {"report", "memplan report GRAPH.json... [--alloc NAME] [--alignment N]",
+        {"report", "memplan report GRAPH.json... [--order NAME] [--alloc NAME] [--alignment N] [--time-limit S]",
          "Plans each graph and prints a table: no-reuse bytes, arena, lower bound, ratio, savings, time.", "",
          run_report},
     };

@@ -13,6 +13,14 @@
 
 namespace memplan::testing {
 
+/// "prefix" followed by i. (Not `"b" + std::to_string(i)`: GCC 12 warns
+/// falsely on that with -Wrestrict.)
+inline std::string numbered(const char* prefix, std::size_t i) {
+    std::string s(prefix);
+    s += std::to_string(i);
+    return s;
+}
+
 struct random_graph_options {
     std::size_t forward_ops = 12;
     std::uint64_t max_bytes = 1 << 20;
@@ -72,23 +80,23 @@ inline graph random_training_graph(std::mt19937_64& rng, random_graph_options op
     for (std::size_t i = fwd.size(); i-- > 0;) {
         const op f = g.op(fwd[i].first); // a copy: adding ops below reallocates
         op b;
-        b.name = "b" + std::to_string(i);
+        b.name = numbered("b", i);
         b.phase = phase::backward;
         b.cost = 2 * f.cost;
         b.inputs = f.inputs;
         if (!f.inplace.empty()) b.inputs.front() = f.outputs.front(); // like ReLU: backward reads its output
         b.inputs.push_back(grad);
-        const id dg = g.add_tensor("d" + std::to_string(i), g.tensor(f.inputs.front()).bytes);
+        const id dg = g.add_tensor(numbered("d", i), g.tensor(f.inputs.front()).bytes);
         b.outputs.push_back(dg);
         id dw = graph::npos;
         if (wi > 0 && g.tensor(f.inputs.back()).persistent) {
-            dw = g.add_tensor("dw" + std::to_string(i), g.tensor(f.inputs.back()).bytes);
+            dw = g.add_tensor(numbered("dw", i), g.tensor(f.inputs.back()).bytes);
             b.outputs.push_back(dw);
             --wi;
         }
         g.add_op(std::move(b));
         if (dw != graph::npos)
-            g.add_op("u" + std::to_string(i), {g.tensor(f.inputs.back()).name, g.tensor(dw).name}, {}, 0.5, 0,
+            g.add_op(numbered("u", i), {g.tensor(f.inputs.back()).name, g.tensor(dw).name}, {}, 0.5, 0,
                      phase::update);
         grad = dg;
     }

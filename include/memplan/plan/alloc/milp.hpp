@@ -178,7 +178,9 @@ offset_milp<Size> make_offset_model(const basic_alloc_problem<Size>& p, Size low
                                      " bytes exceeds the height limit " + detail::size_text(upper));
         ub[k] = std::floor(static_cast<double>(upper - s) / unit);
         q[k] = static_cast<double>(rounded[k] / g);
-        m.add_column("y" + std::to_string(out.items[k]), column_kind::continuous, 0, ub[k]);
+        std::string column_name = "y"; // appended, not `"y" + ...`: GCC 12 warns falsely (-Wrestrict) on that
+        column_name += std::to_string(out.items[k]);
+        m.add_column(std::move(column_name), column_kind::continuous, 0, ub[k]);
     }
     out.peak_column = m.add_column("peak", column_kind::continuous, static_cast<double>(lower) / unit,
                                    static_cast<double>(upper) / unit, 1.0);

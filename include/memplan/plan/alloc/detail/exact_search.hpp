@@ -1,10 +1,11 @@
-// The depth-first search behind `memplan::exact`: decides whether a set of
-// buffers (sizes in alignment units, lifetimes as ranges of "sections") fits
-// under a capacity. The idea is MiniMalloc's (Moffitt, ASPLOS 2023): only
-// "canonical" solutions are enumerated, where buffers are placed in
-// non-decreasing offset order and each sits on the highest placed buffer it
-// overlaps (or at 0); partial placements are pruned by per-section bounds and
-// gap dominance, and the problem is split whenever it falls apart in time.
+// The depth-first search behind `memplan::exact`: decides whether buffers
+// (sizes in alignment units, lifetimes as ranges of "sections") fit under a
+// capacity. After MiniMalloc (Moffitt, ASPLOS 2023): per-section inference
+// (lowest possible start + unplaced total <= capacity), buffers resting on the
+// skyline, and splitting whenever the problem falls apart in time. Different
+// branching: fill the lowest free point of the most constrained "valley"
+// (which buffer starts there, or nothing does), plus a memo of failed states
+// and round-robin restarts over a few orders (the caller's loop).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace memplan::detail {
@@ -73,13 +76,17 @@ struct exact_instance {
                 active.pop_back();
             }
         }
+        // Overlapping pairs share a section; in order of first section, the
+        // partners of a are the later buffers that start before a ends.
+        std::vector<std::uint32_t> by_lo(n);
+        for (std::uint32_t b = 0; b < n; ++b) by_lo[b] = b;
+        std::sort(by_lo.begin(), by_lo.end(), [&](auto a, auto b) { return in.lo[a] < in.lo[b]; });
         in.nbrs.assign(n, {});
-        for (std::uint32_t a = 0; a < n; ++a)
-            for (std::uint32_t b = a + 1; b < n; ++b)
-                if (in.lo[a] < in.hi[b] && in.lo[b] < in.hi[a]) {
-                    in.nbrs[a].push_back(b);
-                    in.nbrs[b].push_back(a);
-                }
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = i + 1; j < n && in.lo[by_lo[j]] < in.hi[by_lo[i]]; ++j) {
+                in.nbrs[by_lo[i]].push_back(by_lo[j]);
+                in.nbrs[by_lo[j]].push_back(by_lo[i]);
+            }
         return in;
     }
 };
@@ -136,14 +143,14 @@ public:
         total_.assign(in.num_sections, 0);
         cut_.assign(in.num_sections, 0);
         is_dup_of_.assign(n, none);
-        // Identical buffers (same lifetime and size) are interchangeable: the
-        // later one in index order may only be placed after the earlier one.
-        for (std::uint32_t b = 0; b < n; ++b)
-            for (std::uint32_t a = 0; a < b; ++a)
-                if (in.lo[a] == in.lo[b] && in.hi[a] == in.hi[b] && in.size[a] == in.size[b] &&
-                    in.bytes[a] == in.bytes[b] && in.width[a] == in.width[b]) {
-                    is_dup_of_[b] = a; // nearest earlier twin wins: chain a < ... < b
-                }
+        // Identical buffers (same lifetime and size) are interchangeable: of
+        // two twins, the later in index order goes above the earlier.
+        std::vector<std::uint32_t> ord(n);
+        for (std::uint32_t b = 0; b < n; ++b) ord[b] = b;
+        auto key = [&](std::uint32_t b) { return std::tuple(in.lo[b], in.hi[b], in.size[b], in.bytes[b], in.width[b]); };
+        std::sort(ord.begin(), ord.end(), [&](auto a, auto b) { return std::pair(key(a), a) < std::pair(key(b), b); });
+        for (std::size_t i = 1; i < n; ++i)
+            if (key(ord[i - 1]) == key(ord[i])) is_dup_of_[ord[i]] = ord[i - 1];
     }
 
     /// Capacity in units for the section bounds, and per buffer the largest
@@ -166,12 +173,14 @@ public:
     /// Which valley a node fills: the one with the fewest options (default),
     /// or the lowest one.
     void set_lowest_first(bool on) noexcept { lowest_first_ = on; }
+    /// Nodes cut because their state was already known to fail.
     std::uint64_t memo_hits() const noexcept { return memo_hits_; }
     void set_deadline(clock::time_point d) { deadline_ = d; }
     void set_node_limit(std::uint64_t limit) { node_limit_ = limit; }
     void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
 
     std::uint64_t nodes() const noexcept { return nodes_; }
+    void reset_nodes() noexcept { nodes_ = 0; }
     const std::vector<std::uint64_t>& solution() const noexcept { return solution_; }
 
     exact_outcome solve() {
@@ -482,6 +491,9 @@ private:
         return x ^ (x >> 31);
     }
 
+    // A lossy table of failed states, keyed by two independent 64-bit hashes
+    // of (unplaced buffer, min offset) pairs. Failure is a property of the
+    // state, not of the order that explored it, so it holds across restarts.
     struct memo_entry {
         std::uint64_t k1 = 0, k2 = 0;
     };

@@ -1,0 +1,289 @@
+// Exact offset assignment: a depth-first search that fills the skyline from
+// its lowest points (after MiniMalloc, Moffitt ASPLOS 2023; see
+// detail/exact_search.hpp), restarted round robin over a few strategies.
+// With a capacity it decides whether every buffer fits under it; without one
+// it minimises the height anytime: a greedy upper bound first, then decision
+// searches at the lower bound and by bisection until the time runs out.
+#pragma once
+
+#include <memplan/check/placement.hpp>
+#include <memplan/core/error.hpp>
+#include <memplan/core/status.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/alloc/detail/exact_search.hpp>
+#include <memplan/plan/alloc/problem.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace memplan {
+
+/// What `exact` reports while it runs (about once a second).
+struct exact_progress {
+    std::uint64_t best_height = 0; ///< best height found so far; 0 while none
+    std::uint64_t lower_bound = 0; ///< proven lower bound on the height
+    double elapsed_seconds = 0;
+    std::uint64_t nodes = 0; ///< search nodes so far
+};
+
+namespace detail {
+
+// Units of alignment and the lifetimes of the buffers that matter (non-empty
+// size and lifetime); `index` maps them back to the problem's items.
+template <class Size>
+struct exact_prepared {
+    std::vector<std::size_t> index;
+    exact_instance instance;
+    std::uint64_t align = 1;
+};
+
+template <class Size>
+exact_prepared<Size> exact_prepare(const basic_alloc_problem<Size>& p) {
+    exact_prepared<Size> r;
+    r.align = p.alignment <= 1 ? 1 : static_cast<std::uint64_t>(p.alignment);
+    std::vector<std::uint64_t> units, bytes, begin, end;
+    for (std::size_t i = 0; i < p.items.size(); ++i) {
+        const auto& it = p.items[i];
+        if (it.size == 0 || it.begin >= it.end) continue;
+        r.index.push_back(i);
+        const auto sz = static_cast<std::uint64_t>(it.size);
+        units.push_back(sz / r.align + (sz % r.align != 0));
+        bytes.push_back(sz);
+        begin.push_back(it.begin);
+        end.push_back(it.end);
+    }
+    r.instance = exact_instance::build(units, bytes, begin, end);
+    return r;
+}
+
+// Greedy by size, lowest fitting gap among the time-overlapping placed
+// buffers (Pisarchyk & Lee 2020): the minimiser's first upper bound.
+inline std::vector<std::uint64_t> exact_greedy(const exact_instance& in) {
+    const std::size_t n = in.num_buffers();
+    std::vector<std::uint32_t> order(n);
+    for (std::uint32_t b = 0; b < n; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) {
+        if (in.size[a] != in.size[b]) return in.size[a] > in.size[b];
+        return in.width[a] > in.width[b];
+    });
+    std::vector<std::uint64_t> off(n, 0);
+    std::vector<std::uint8_t> done(n, 0);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+    for (auto b : order) {
+        busy.clear();
+        for (auto c : in.nbrs[b])
+            if (done[c]) busy.push_back({off[c], off[c] + in.size[c]});
+        std::sort(busy.begin(), busy.end());
+        std::uint64_t at = 0;
+        for (const auto& [lo, hi] : busy) {
+            if (lo >= at + in.size[b]) break;
+            at = std::max(at, hi);
+        }
+        off[b] = at;
+        done[b] = 1;
+    }
+    return off;
+}
+
+// Height in bytes of a placement in units.
+inline std::uint64_t exact_height(const exact_instance& in, const std::vector<std::uint64_t>& off, std::uint64_t align) {
+    std::uint64_t h = 0;
+    for (std::size_t b = 0; b < in.num_buffers(); ++b) h = std::max(h, off[b] * align + in.bytes[b]);
+    return h;
+}
+
+// Decision search with restarts: MiniMalloc's round robin over static
+// tie-breaking orders, each under a node budget that doubles every round, so
+// an unlucky order cannot stall the search. A search that ends without
+// hitting its budget is complete, so its "not found" proves infeasibility.
+class exact_decider {
+public:
+    using clock = std::chrono::steady_clock;
+
+    explicit exact_decider(const exact_instance& in) : in_(in), searcher_(in) {
+        // Strategies: a tie-breaking order among the buffers that could fill
+        // a point, and which valley to fill first. Each fails on instances
+        // where another is quick (heavy tails), hence the round robin.
+        for (const char* keys : {"WAT", "TAW"}) ranks_.push_back(exact_preorder_rank(in, keys));
+        strategies_ = {{0, false}, {1, false}, {0, true}, {1, true}};
+    }
+
+    void set_tick(std::function<void()> tick) { searcher_.set_tick(std::move(tick)); }
+    /// Nodes so far, counting the search in flight (for progress reports).
+    std::uint64_t nodes() const noexcept { return nodes_ + searcher_.nodes(); }
+
+    /// found / not_found (proven) / timed_out; offsets (units) in `out` when found.
+    exact_outcome decide(std::uint64_t cap_bytes, std::uint64_t align, clock::time_point deadline,
+                         std::vector<std::uint64_t>& out) {
+        searcher_.set_capacity(cap_bytes / align + (cap_bytes % align != 0), align, cap_bytes);
+        searcher_.set_deadline(deadline);
+        std::uint64_t limit = std::max<std::uint64_t>(in_.num_buffers(), 16);
+        for (;;) {
+            limit *= 2;
+            for (const auto& [rank, lowest] : strategies_) {
+                searcher_.set_rank(ranks_[rank]);
+                searcher_.set_lowest_first(lowest);
+                searcher_.set_node_limit(limit);
+                const auto r = searcher_.solve();
+                nodes_ += searcher_.nodes();
+                searcher_.reset_nodes();
+                if (r == exact_outcome::found) {
+                    out = searcher_.solution();
+                    return r;
+                }
+                if (r != exact_outcome::aborted) return r;
+            }
+        }
+    }
+
+private:
+    const exact_instance& in_;
+    exact_searcher searcher_;
+    std::vector<std::vector<std::uint32_t>> ranks_;
+    std::vector<std::pair<std::size_t, bool>> strategies_;
+    std::uint64_t nodes_ = 0;
+};
+
+} // namespace detail
+
+/// Exact offset assignment by depth-first search (complete: an exhausted
+/// search proves infeasibility).
+///  - Decision mode (capacity > 0, from this policy or else from the problem):
+///    `optimal` / `feasible` with a placement of height <= capacity,
+///    `infeasible` with the reason when none exists, `no_solution` when the
+///    time limit hits first.
+///  - Minimisation (no capacity): anytime; `optimal` when the height meets the
+///    lower bound or every lower height is proven impossible, else `feasible`
+///    with the best height found in the time limit.
+/// Sizes are rounded up to the alignment; offsets are multiples of it.
+struct exact {
+    static constexpr std::string_view name = "exact";
+
+    double time_limit_seconds = 10;
+    std::uint64_t capacity = 0; ///< overrides the problem's capacity when nonzero
+    /// Called about once a second while searching (e.g. by the CLI).
+    std::function<void(const exact_progress&)> on_progress;
+
+    /// Throws `memplan::error` for malformed problems (see `validate`).
+    template <class Size>
+    basic_alloc_result<Size> place(const basic_alloc_problem<Size>& problem) const {
+        static_assert(std::is_unsigned_v<Size> && sizeof(Size) <= sizeof(std::uint64_t),
+                      "exact works on unsigned sizes of at most 64 bits");
+        using clock = std::chrono::steady_clock;
+        const auto start = clock::now();
+        const auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                          std::chrono::duration<double>(std::max(0.0, time_limit_seconds)));
+        validate(problem);
+        basic_alloc_result<Size> res;
+        res.offsets.assign(problem.items.size(), 0);
+        res.lower_bound = lower_bound(problem);
+        const auto prep = detail::exact_prepare(problem);
+        const auto& in = prep.instance;
+        const std::uint64_t align = prep.align;
+        const std::uint64_t cap = capacity ? capacity : static_cast<std::uint64_t>(problem.capacity);
+        auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+
+        std::uint64_t best_height = 0, proven_lb = res.lower_bound;
+        std::vector<std::uint64_t> best; // units
+        bool have_best = false;
+        detail::exact_decider decider(in);
+        auto last_report = start;
+        if (on_progress)
+            decider.set_tick([&] {
+                const auto now = clock::now();
+                if (now - last_report < std::chrono::seconds(1)) return;
+                last_report = now;
+                on_progress({have_best ? best_height : 0, proven_lb, elapsed(), decider.nodes()});
+            });
+        auto finish = [&](memplan::status st, std::string message) {
+            if (have_best)
+                for (std::size_t k = 0; k < prep.index.size(); ++k)
+                    res.offsets[prep.index[k]] = static_cast<Size>(best[k] * align);
+            res.height = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
+            res.status = st;
+            res.message = std::move(message);
+            // Every placement returned passes the independent validator.
+            if (has_solution(st) && !check_placement(problem, res.offsets, static_cast<Size>(cap)).ok()) {
+                res.status = memplan::status::error;
+                res.message = "exact: internal error, the placement found fails check_placement";
+            }
+            res.seconds = elapsed();
+            return res;
+        };
+        if (in.num_buffers() == 0) {
+            have_best = true;
+            return finish(cap && res.lower_bound > cap ? memplan::status::infeasible : memplan::status::optimal, "");
+        }
+
+        if (cap > 0) { // decision
+            if (res.lower_bound > cap)
+                return finish(memplan::status::infeasible,
+                              "lower bound " + std::to_string(res.lower_bound) + " exceeds capacity " +
+                                  std::to_string(cap));
+            std::vector<std::uint64_t> off;
+            const auto r = decider.decide(cap, align, deadline, off);
+            if (r == detail::exact_outcome::found) {
+                best = std::move(off);
+                have_best = true;
+                best_height = detail::exact_height(in, best, align);
+                return finish(best_height == res.lower_bound ? memplan::status::optimal : memplan::status::feasible,
+                              "");
+            }
+            if (r == detail::exact_outcome::not_found)
+                return finish(memplan::status::infeasible,
+                              "search exhausted: no placement fits capacity " + std::to_string(cap));
+            return finish(memplan::status::no_solution,
+                          "time limit of " + std::to_string(time_limit_seconds) + " s reached");
+        }
+
+        // Minimisation: greedy upper bound, then decisions at the lower bound
+        // and by bisection on [proven lower bound, best height).
+        best = detail::exact_greedy(in);
+        have_best = true;
+        best_height = detail::exact_height(in, best, align);
+        // The project's best heuristic usually starts lower than the greedy.
+        const auto h = best_heuristic{}.place(problem);
+        const bool aligned = std::all_of(h.offsets.begin(), h.offsets.end(),
+                                         [&](Size o) { return static_cast<std::uint64_t>(o) % align == 0; });
+        if (has_solution(h.status) && aligned && h.offsets.size() == problem.items.size() &&
+            static_cast<std::uint64_t>(h.height) < best_height) {
+            for (std::size_t k = 0; k < prep.index.size(); ++k)
+                best[k] = static_cast<std::uint64_t>(h.offsets[prep.index[k]]) / align;
+            best_height = detail::exact_height(in, best, align);
+        }
+        std::uint64_t lo = proven_lb, hi = best_height; // the answer lies in [lo, hi] unless a probe timed out
+        bool first = true;
+        while (lo < hi && clock::now() < deadline) {
+            const std::uint64_t h = first ? lo : lo + (hi - lo) / 2;
+            first = false;
+            // Each probe gets half of what is left, so a hard height cannot eat it all.
+            const auto now = clock::now();
+            std::vector<std::uint64_t> off;
+            const auto r = decider.decide(h, align, now + (deadline - now) / 2, off);
+            if (r == detail::exact_outcome::found) {
+                best = std::move(off);
+                best_height = detail::exact_height(in, best, align);
+                hi = best_height;
+            } else if (r == detail::exact_outcome::not_found) {
+                lo = proven_lb = h + 1;
+            } else {
+                lo = h + 1; // unsettled: look higher, without a proof
+            }
+        }
+        const bool proven = best_height <= proven_lb;
+        res.lower_bound = static_cast<Size>(std::min(best_height, proven_lb));
+        return finish(proven ? memplan::status::optimal : memplan::status::feasible, "");
+    }
+};
+
+static_assert(AllocatorLike<exact>);
+
+} // namespace memplan

@@ -1,0 +1,230 @@
+// The exact offset search: brute force on small random instances, decision
+// and minimisation modes, alignment, and MiniMalloc's challenging set.
+#include <memplan/check/placement.hpp>
+#include <memplan/io/offset_csv.hpp>
+#include <memplan/plan/alloc/exact.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace memplan;
+
+namespace {
+
+// The true minimum height by enumeration: for every order, put each item at
+// the lowest aligned offset where it fits among the items already placed.
+// Sorting any optimal placement by offset gives an order whose first fit is
+// no higher, so the minimum over orders is the optimum.
+std::uint64_t brute_force_height(const alloc_problem& p) {
+    std::vector<std::size_t> order(p.items.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const std::uint64_t a = p.alignment > 1 ? p.alignment : 1;
+    std::uint64_t best = ~std::uint64_t{0};
+    std::vector<std::uint64_t> off(p.items.size());
+    std::vector<char> done(p.items.size());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+    do {
+        std::fill(done.begin(), done.end(), 0);
+        std::uint64_t h = 0;
+        for (auto i : order) {
+            const auto& x = p.items[i];
+            busy.clear();
+            for (std::size_t j = 0; j < p.items.size(); ++j)
+                if (done[j] && p.items[j].overlaps_in_time(x)) busy.push_back({off[j], off[j] + p.items[j].size});
+            std::sort(busy.begin(), busy.end());
+            std::uint64_t at = 0;
+            for (const auto& [lo, hi] : busy) {
+                if (lo >= at + x.size) break;
+                at = std::max(at, (hi + a - 1) / a * a);
+            }
+            off[i] = at;
+            done[i] = 1;
+            if (x.size > 0 && x.begin < x.end) h = std::max(h, at + x.size);
+        }
+        best = std::min(best, h);
+    } while (std::next_permutation(order.begin(), order.end()) && best > 0);
+    return best;
+}
+
+alloc_problem random_problem(std::mt19937_64& rng, std::size_t n, std::uint64_t horizon, std::uint64_t max_size) {
+    alloc_problem p;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t b = rng() % horizon, e = b + 1 + rng() % (horizon - b);
+        p.items.push_back({1 + rng() % max_size, b, e});
+    }
+    return p;
+}
+
+void require_valid(const alloc_problem& p, const alloc_result& r, std::uint64_t capacity = 0) {
+    REQUIRE(has_solution(r.status));
+    REQUIRE(r.offsets.size() == p.items.size());
+    CHECK(check_placement(p, r.offsets, capacity).ok());
+    CHECK(r.height == placement_height(p, r.offsets));
+    CHECK(r.height >= lower_bound(p));
+}
+
+std::string challenging(const std::string& name) {
+    return std::string(MEMPLAN_SHARED_DIR) + "/data/minimalloc-challenging/" + name + ".1048576.csv";
+}
+
+} // namespace
+
+TEST_CASE("alloc.exact.empty_and_trivial") {
+    alloc_problem p;
+    auto r = exact{}.place(p);
+    CHECK(r.status == status::optimal);
+    CHECK(r.height == 0);
+    CHECK(r.offsets.empty());
+
+    // Items with no bytes or no lifetime take no room.
+    p.items = {{0, 0, 5}, {7, 3, 3}, {4, 1, 2}};
+    r = exact{}.place(p);
+    CHECK(r.status == status::optimal);
+    CHECK(r.height == 4);
+    CHECK(r.offsets.size() == 3);
+}
+
+TEST_CASE("alloc.exact.brute_force_small_random") {
+    std::mt19937_64 rng(20240611);
+    int proven_by_search = 0;
+    for (int t = 0; t < 160; ++t) {
+        const std::size_t n = 1 + static_cast<std::size_t>(rng() % (t < 150 ? 7 : 8));
+        auto p = random_problem(rng, n, 2 + rng() % 8, 10);
+        if (t % 4 == 0) p.alignment = 1 + rng() % 4;
+        CAPTURE(t);
+        const std::uint64_t best = brute_force_height(p);
+
+        const auto r = exact{}.place(p); // minimisation
+        require_valid(p, r);
+        CHECK(r.height == best);
+        CHECK(r.status == status::optimal);
+        for (auto o : r.offsets) CHECK(o % std::max<std::uint64_t>(1, p.alignment) == 0);
+
+        p.capacity = best; // decision at the optimum: must be found
+        const auto at = exact{}.place(p);
+        require_valid(p, at, best);
+        CHECK(at.height <= best);
+
+        if (best > 1) { // and one byte less (a capacity of 0 means none): proven impossible
+            p.capacity = best - 1;
+            const auto below = exact{}.place(p);
+            CHECK(below.status == status::infeasible);
+            CHECK_FALSE(below.message.empty());
+            proven_by_search += below.message.find("search exhausted") != std::string::npos;
+        }
+    }
+    CHECK(proven_by_search > 0); // not every refutation came from the lower bound
+}
+
+TEST_CASE("alloc.exact.decision_below_lower_bound_is_infeasible") {
+    alloc_problem p;
+    p.items = {{10, 0, 4}, {20, 2, 6}, {30, 5, 9}};
+    p.capacity = lower_bound(p) - 1;
+    const auto r = exact{}.place(p);
+    CHECK(r.status == status::infeasible);
+    CHECK(r.message.find("lower bound") != std::string::npos);
+
+    // The policy's own capacity overrides the problem's.
+    exact e;
+    e.capacity = lower_bound(p);
+    const auto ok = e.place(p);
+    require_valid(p, ok, lower_bound(p));
+    CHECK(ok.status == status::optimal);
+}
+
+TEST_CASE("alloc.exact.infeasible_by_search") {
+    // Load 6 fits a capacity of 6, but with offsets multiples of 4 the second
+    // 3-byte buffer cannot start below 4: only the search can tell.
+    alloc_problem p;
+    p.alignment = 4;
+    p.items = {{3, 0, 2}, {3, 1, 3}};
+    p.capacity = 6;
+    const auto r = exact{}.place(p);
+    CHECK(r.status == status::infeasible);
+    CHECK(r.message.find("search exhausted") != std::string::npos);
+    p.capacity = 0;
+    const auto m = exact{}.place(p);
+    require_valid(p, m);
+    CHECK(m.height == 7);
+    CHECK(m.status == status::optimal);
+    CHECK(m.lower_bound == 7); // the proven bound, raised past the load of 6
+}
+
+TEST_CASE("alloc.exact.alignment") {
+    // Offsets are multiples of the alignment, but the topmost buffer needs no
+    // padding: 4 bytes at 0 and 2 bytes at 4 fit under 6.
+    alloc_problem p;
+    p.alignment = 4;
+    p.items = {{4, 0, 2}, {2, 0, 2}};
+    p.capacity = 6;
+    auto r = exact{}.place(p);
+    require_valid(p, r, 6);
+    for (auto o : r.offsets) CHECK(o % 4 == 0);
+    CHECK(r.height == 6);
+
+    p.capacity = 5; // the 2-byte buffer cannot start at an aligned offset below 4
+    r = exact{}.place(p);
+    CHECK(r.status == status::infeasible);
+
+    p.capacity = 0; // minimisation finds 6 as well
+    r = exact{}.place(p);
+    require_valid(p, r);
+    CHECK(r.height == 6);
+    CHECK(r.status == status::optimal);
+}
+
+TEST_CASE("alloc.exact.minimisation_reaches_the_lower_bound") {
+    // A perfect packing exists (a staircase), the greedy need not find it.
+    alloc_problem p;
+    p.items = {{3, 0, 4}, {2, 0, 2}, {1, 0, 6}, {2, 2, 6}, {3, 4, 8}, {2, 6, 8}};
+    const auto r = exact{}.place(p);
+    require_valid(p, r);
+    CHECK(r.height == lower_bound(p));
+    CHECK(r.status == status::optimal);
+}
+
+TEST_CASE("alloc.exact.progress_and_time_limit") {
+    auto csv = read_offset_csv(challenging("F"));
+    auto p = csv.problem;
+    p.capacity = 1048576;
+    exact e;
+    e.time_limit_seconds = 0; // out of time at once: no solution, or a valid one
+    int calls = 0;
+    e.on_progress = [&](const exact_progress& pr) {
+        ++calls;
+        CHECK(pr.lower_bound == lower_bound(p));
+    };
+    const auto r = e.place(p);
+    if (has_solution(r.status))
+        require_valid(p, r, p.capacity);
+    else
+        CHECK(r.status == status::no_solution);
+    CHECK(calls <= 1);
+}
+
+TEST_CASE("alloc.exact.minimalloc_challenging") {
+    // Every instance must be packed under 1,048,576 bytes; the load bound is
+    // the capacity itself on most, so the packing has to be perfect there.
+#ifdef NDEBUG
+    const std::vector<std::string> names{"A", "B", "C", "D", "E", "F"};
+#else
+    const std::vector<std::string> names{"C", "E"}; // the quick ones in a debug build
+#endif
+    for (const auto& name : names) {
+        CAPTURE(name);
+        auto p = read_offset_csv(challenging(name)).problem;
+        p.capacity = 1048576;
+        exact e;
+        e.time_limit_seconds = 60;
+        const auto r = e.place(p);
+        require_valid(p, r, p.capacity);
+        CHECK(r.height <= p.capacity);
+        CHECK(r.lower_bound == lower_bound(p));
+    }
+}
