@@ -1,1 +1,0 @@
-#include <memplan/core/detail/checked.hpp> // IWYU pragma: associated

@@ -1,1 +1,0 @@
-#include <memplan/core/error.hpp> // IWYU pragma: associated

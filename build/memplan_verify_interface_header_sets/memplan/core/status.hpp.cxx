@@ -1,1 +1,0 @@
-#include <memplan/core/status.hpp> // IWYU pragma: associated

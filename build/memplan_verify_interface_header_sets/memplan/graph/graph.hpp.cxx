@@ -1,1 +1,0 @@
-#include <memplan/graph/graph.hpp> // IWYU pragma: associated

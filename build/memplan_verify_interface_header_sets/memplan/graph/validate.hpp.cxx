@@ -1,1 +1,0 @@
-#include <memplan/graph/validate.hpp> // IWYU pragma: associated

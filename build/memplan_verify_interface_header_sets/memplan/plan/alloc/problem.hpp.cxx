@@ -1,1 +1,0 @@
-#include <memplan/plan/alloc/problem.hpp> // IWYU pragma: associated

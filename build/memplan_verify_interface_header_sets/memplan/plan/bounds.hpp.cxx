@@ -1,1 +1,0 @@
-#include <memplan/plan/bounds.hpp> // IWYU pragma: associated

@@ -1,1 +1,0 @@
-#include <memplan/plan/make_plan.hpp> // IWYU pragma: associated

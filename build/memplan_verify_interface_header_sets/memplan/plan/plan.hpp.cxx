@@ -1,1 +1,0 @@
-#include <memplan/plan/plan.hpp> // IWYU pragma: associated

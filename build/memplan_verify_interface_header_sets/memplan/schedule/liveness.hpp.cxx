@@ -1,1 +1,0 @@
-#include <memplan/schedule/liveness.hpp> // IWYU pragma: associated

@@ -1,1 +1,0 @@
-#include <memplan/schedule/schedule.hpp> // IWYU pragma: associated

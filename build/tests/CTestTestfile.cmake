@@ -1,8 +1,0 @@
-# CMake generated Testfile for 
-# Source directory: /work/main/tests
-# Build directory: /work/main/build/tests
-# 
-# This file includes the relevant testing commands required for 
-# testing this directory and lists subdirectories to be tested as well.
-include("/work/main/build/tests/memplan_tests_include-b858cb2.cmake")
-subdirs("package")

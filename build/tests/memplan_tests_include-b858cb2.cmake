@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build/tests/memplan_tests_tests-b858cb2.cmake")
-  include("/work/main/build/tests/memplan_tests_tests-b858cb2.cmake")
-else()
-  add_test(memplan_tests_NOT_BUILT-b858cb2 memplan_tests_NOT_BUILT-b858cb2)
-endif()

@@ -1,7 +1,0 @@
-add_test( graph.diamond.lower_bounds_of_the_three_orders /work/main/build/bin/memplan_tests [==[--test-case=graph.diamond.lower_bounds_of_the_three_orders]==])
-set_tests_properties( graph.diamond.lower_bounds_of_the_three_orders PROPERTIES WORKING_DIRECTORY /work/main/build/tests LABELS)
-add_test( graph.validate.rejections_name_the_culprit /work/main/build/bin/memplan_tests [==[--test-case=graph.validate.rejections_name_the_culprit]==])
-set_tests_properties( graph.validate.rejections_name_the_culprit PROPERTIES WORKING_DIRECTORY /work/main/build/tests LABELS)
-add_test( graph.liveness.inplace_output_takes_over_input /work/main/build/bin/memplan_tests [==[--test-case=graph.liveness.inplace_output_takes_over_input]==])
-set_tests_properties( graph.liveness.inplace_output_takes_over_input PROPERTIES WORKING_DIRECTORY /work/main/build/tests LABELS)
-set( memplan_tests_TESTS graph.diamond.lower_bounds_of_the_three_orders graph.validate.rejections_name_the_culprit graph.liveness.inplace_output_takes_over_input)
