@@ -46,8 +46,15 @@ cmake --build build -j "$jobs"
 case "$mode" in
   run)
     echo
-    echo "== memplan: planning the example graphs (no reuse vs planned arena vs lower bound)"
-    build/bin/memplan report examples/graphs/*.json
+    echo "== memplan: planning the example graphs"
+    build/bin/memplan report --order greedy --alloc auto --time-limit 2 examples/graphs/*.json
+    echo
+    echo "== memplan: training graphs of zoo models (MONeT's batch sizes; forward, backward, SGD update)"
+    mkdir -p build/zoo
+    for model in resnet50 mobilenet_v2 bert_base; do
+      build/bin/memplan zoo "$model" -o "build/zoo/$model.json" > /dev/null
+    done
+    build/bin/memplan report --order greedy --alloc auto --time-limit 5 build/zoo/*.json
     ;;
   test)
     ctest --test-dir build --output-on-failure -j "$jobs"
