@@ -1,6 +1,7 @@
 // The heuristic allocators: hand cases with known heights, property tests on
 // random problems against an independent all-pairs overlap check, and the
 // shared MiniMalloc instances.
+#include "fixtures.hpp"
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
@@ -17,6 +18,7 @@
 #include <vector>
 
 using namespace memplan;
+using memplan::testing::message_of;
 
 namespace {
 
@@ -106,14 +108,6 @@ alloc_problem chain() {
 // which goes on top at 3: height 6. Placing Z first fits everything in 4 = LB.
 alloc_problem fragmenting() { return items({{2, 0, 1}, {1, 0, 3}, {3, 1, 3}}); }
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 } // namespace
 
@@ -319,16 +313,7 @@ TEST_CASE("alloc.registry.names_and_unknown_name") {
 
 TEST_CASE("alloc.registry.make_plan_by_name") {
     // anchors.md: the diamond in the order A B D E C F G peaks at 130.
-    graph g("diamond");
-    for (auto [n, b] : {std::pair{"a", 10}, {"bc", 20}, {"bd", 30}, {"de", 40}, {"ef", 50}, {"cf", 60}, {"g", 10}})
-        g.add_tensor(n, static_cast<std::uint64_t>(b));
-    g.add_op("A", {}, {"a"});
-    g.add_op("B", {"a"}, {"bc", "bd"});
-    g.add_op("C", {"bc"}, {"cf"});
-    g.add_op("D", {"bd"}, {"de"});
-    g.add_op("E", {"de"}, {"ef"});
-    g.add_op("F", {"cf", "ef"}, {"g"});
-    g.add_op("G", {"g"}, {});
+    const graph g = testing::diamond_graph();
     std::vector<graph::id_type> ids;
     for (auto n : {"A", "B", "D", "E", "C", "F", "G"}) ids.push_back(*g.find_op(n));
     const auto s = schedule_from_order(g, ids);

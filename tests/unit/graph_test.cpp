@@ -1,4 +1,5 @@
 // Graph construction, validation and the lower bounds on hand-made graphs.
+#include "fixtures.hpp"
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
 
@@ -7,38 +8,12 @@
 #include <string>
 
 using namespace memplan;
+using memplan::testing::message_of;
 
 namespace {
 
-// anchors.md: diamond with edges A->B 10, B->C 20, B->D 30, D->E 40, E->F 50,
-// C->F 60, F->G 10 (the tensor on each edge).
-graph diamond() {
-    graph g("diamond");
-    g.add_tensor("a", 10);
-    g.add_tensor("bc", 20);
-    g.add_tensor("bd", 30);
-    g.add_tensor("de", 40);
-    g.add_tensor("ef", 50);
-    g.add_tensor("cf", 60);
-    g.add_tensor("g", 10);
-    g.add_op("A", {}, {"a"});
-    g.add_op("B", {"a"}, {"bc", "bd"});
-    g.add_op("C", {"bc"}, {"cf"});
-    g.add_op("D", {"bd"}, {"de"});
-    g.add_op("E", {"de"}, {"ef"});
-    g.add_op("F", {"cf", "ef"}, {"g"});
-    g.add_op("G", {"g"}, {});
-    return g;
-}
+graph diamond() { return testing::diamond_graph(); }
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 } // namespace
 

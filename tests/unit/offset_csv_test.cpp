@@ -1,5 +1,6 @@
 // The offset CSV of formats.md §3 and the atomic file writer: round trips,
 // tolerated variations, and every rejection with its message.
+#include "fixtures.hpp"
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/greedy.hpp>
@@ -13,18 +14,11 @@
 #include <string>
 
 using namespace memplan;
+using memplan::testing::message_of;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);

@@ -5,6 +5,8 @@
 // library's own reference, schedule_lower_bound.
 #pragma once
 
+#include "fixtures.hpp"
+
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/schedule/schedule.hpp>
@@ -18,26 +20,8 @@
 
 namespace memplan::testing {
 
-// anchors.md: diamond with edges A->B 10, B->C 20, B->D 30, D->E 40, E->F 50,
-// C->F 60, F->G 10 (the tensor on each edge).
-inline graph order_diamond() {
-    graph g("diamond");
-    g.add_tensor("a", 10);
-    g.add_tensor("bc", 20);
-    g.add_tensor("bd", 30);
-    g.add_tensor("de", 40);
-    g.add_tensor("ef", 50);
-    g.add_tensor("cf", 60);
-    g.add_tensor("g", 10);
-    g.add_op("A", {}, {"a"});
-    g.add_op("B", {"a"}, {"bc", "bd"});
-    g.add_op("C", {"bc"}, {"cf"});
-    g.add_op("D", {"bd"}, {"de"});
-    g.add_op("E", {"de"}, {"ef"});
-    g.add_op("F", {"cf", "ef"}, {"g"});
-    g.add_op("G", {"g"}, {});
-    return g;
-}
+/// The anchors.md diamond (see fixtures.hpp).
+inline graph order_diamond() { return diamond_graph(); }
 
 /// A random DAG of `n` ops listed in a topological order.
 inline graph random_order_dag(std::mt19937_64& rng, std::size_t n) {

@@ -2,6 +2,7 @@
 // every order, the list scheduler's own memory count against liveness, the
 // greedy order against an exhaustive search, the order-independent bound, the
 // MILP model's warm start (feasible and exact) and selection by name.
+#include "fixtures.hpp"
 #include "order_brute_force.hpp"
 
 #include <memplan/schedule/order/default_order.hpp>
@@ -16,6 +17,7 @@
 #include <string>
 
 using namespace memplan;
+using memplan::testing::message_of;
 
 namespace {
 
@@ -37,14 +39,6 @@ void check_result(const graph& g, const R& r) {
     CHECK((r.status == status::optimal) == (r.bound == r.peak));
 }
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 } // namespace
 
