@@ -1,15 +1,24 @@
 // Several cheap placements, keep the lowest: greedy best-fit by size, by
 // lifetime, by area and by start time, then the online best-fit simulation.
 // XLA's global decreasing best-fit does the same with two orders; no single
-// order wins on every instance. The greedy passes share one interval tree.
+// order wins on every instance. The passes are independent, so they run on
+// up to two threads (each with its own copy of the one interval tree
+// skeleton); the pick does not depend on which thread ran what.
 #pragma once
 
 #include <memplan/plan/alloc/greedy.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <exception>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace memplan {
@@ -24,29 +33,83 @@ struct best_heuristic {
         const auto t0 = std::chrono::steady_clock::now();
         validate(p);
         const Size lb = lower_bound(p);
-        auto tree = detail::make_interval_tree(p);
-        basic_alloc_result<Size> best;
-        bool have = false;
-        std::vector<Size> offsets;
-        auto keep = [&](bool ok) {
-            if (!ok) return;
-            const Size h = placement_height(p, offsets);
-            if (!have || h < best.height) {
-                have = true;
-                best.offsets = offsets;
-                best.height = h;
+        const auto skeleton = detail::make_interval_tree(p);
+
+        constexpr std::size_t passes = 5;
+        struct outcome {
+            bool ok = false;
+            Size height = 0;
+            std::vector<Size> offsets;
+        };
+        std::array<outcome, passes> out;
+        // A pass that reaches the lower bound cannot be beaten, and ties go
+        // to the earlier pass: passes after the earliest such one are skipped.
+        std::atomic<std::size_t> first_optimal{passes};
+        std::atomic<std::size_t> next{0};
+
+        auto run_pass = [&](std::size_t k, detail::interval_tree<Size>& tree) {
+            outcome& o = out[k];
+            switch (k) {
+            case 0: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size>(p), tree, o.offsets); break;
+            case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets); break;
+            case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets); break;
+            case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets); break;
+            default: {
+                auto online = online_best_fit{}.place(p);
+                o.ok = has_solution(online.status);
+                o.offsets = std::move(online.offsets);
+            }
+            }
+            if (!o.ok) return;
+            o.height = placement_height(p, o.offsets);
+            if (o.height == lb) {
+                std::size_t seen = first_optimal.load();
+                while (k < seen && !first_optimal.compare_exchange_weak(seen, k)) {
+                }
             }
         };
-        // A pass that reaches the lower bound cannot be beaten: stop there.
-        auto done = [&] { return have && best.height == lb; };
-        keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, offsets));
-        if (!done()) keep(detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, offsets));
-        if (!done()) {
-            const auto online = online_best_fit{}.place(p);
-            offsets = online.offsets;
-            keep(has_solution(online.status));
+        // Each worker takes the next pass not yet taken, in list order.
+        auto worker = [&](detail::interval_tree<Size>& tree) {
+            for (std::size_t k; (k = next.fetch_add(1)) < passes;)
+                if (k < first_optimal.load()) run_pass(k, tree);
+        };
+
+        std::exception_ptr helper_error;
+        std::thread helper;
+        detail::interval_tree<Size> helper_tree;
+        if (std::thread::hardware_concurrency() > 1 && p.items.size() >= parallel_threshold) {
+            helper_tree = skeleton;
+            try {
+                helper = std::thread([&] {
+                    try {
+                        worker(helper_tree);
+                    } catch (...) {
+                        helper_error = std::current_exception();
+                        next.store(passes); // the main thread stops taking passes too
+                    }
+                });
+            } catch (const std::system_error&) {
+                // No thread to be had: the main thread runs every pass.
+            }
+        }
+        auto tree = skeleton;
+        try {
+            worker(tree);
+        } catch (...) {
+            next.store(passes);
+            if (helper.joinable()) helper.join();
+            throw;
+        }
+        if (helper.joinable()) helper.join();
+        if (helper_error) std::rethrow_exception(helper_error);
+
+        basic_alloc_result<Size> best;
+        bool have = false;
+        for (std::size_t k = 0; k < passes && k <= first_optimal.load(); ++k) {
+            if (!out[k].ok || (have && out[k].height >= best.height)) continue;
+            have = true;
+            best.height = out[k].height;
+            best.offsets = std::move(out[k].offsets);
         }
         if (have) {
             detail::finish_result(p, best, lb);
@@ -57,6 +120,10 @@ struct best_heuristic {
         best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return best;
     }
+
+private:
+    // Below this many items a pass takes microseconds, less than starting a thread.
+    static constexpr std::size_t parallel_threshold = 2000;
 };
 
 } // namespace memplan

@@ -5,7 +5,8 @@
 // smallest gap, among the byte ranges of already-placed items that overlap it
 // in time, that fits it (lowest offset on ties), else on top of them. The
 // time overlaps come from a centered interval tree, so a pass costs about
-// O(n log n + total overlap) instead of O(n^2).
+// O(n log n + total overlap) instead of O(n^2), and much less where the tree
+// hands over whole unions of byte ranges (interval_tree.hpp).
 #pragma once
 
 #include <memplan/core/detail/checked.hpp>
@@ -16,7 +17,9 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <numeric>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -114,6 +117,120 @@ basic_alloc_result<Size> overflow_result(const basic_alloc_problem<Size>& p) {
     return r;
 }
 
+/// Best-fit search over the union of placed byte ranges, visited in offset
+/// order: every hole below the running top (`reach`) is a gap. Offsets and
+/// tops are multiples of the alignment, so gap starts are too.
+template <class Size>
+struct gap_sweep {
+    explicit gap_sweep(Size item_size) noexcept : size(item_size) {}
+
+    Size size;      ///< aligned size of the item being placed, > 0
+    Size reach = 0; ///< highest top visited so far
+    Size best_offset = 0;
+    /// A gap of length len fits better than the best so far exactly when
+    /// len - size < slack, in unsigned arithmetic: a gap too small wraps
+    /// around to at least max - size + 1, the starting slack. One compare in
+    /// the inner loop, and a predictable one.
+    Size slack = static_cast<Size>(std::numeric_limits<Size>::max() - size + 1);
+    bool found = false;
+
+    /// Records a gap [at, at + len); true on an exact fit, which ends the
+    /// search (nothing smaller can follow, and nothing lower of the same size).
+    bool gap(Size at, Size len) noexcept {
+        const auto d = static_cast<Size>(len - size); // the cast keeps narrow types wrapping, not promoted
+        if (d >= slack) return false;
+        found = true;
+        best_offset = at;
+        slack = d;
+        return d == 0;
+    }
+    /// One placed range at `off`, visited in offset order.
+    bool visit(Size off, Size top) noexcept {
+        if (off > reach && gap(reach, static_cast<Size>(off - reach))) return true;
+        reach = std::max(reach, top);
+        return false;
+    }
+    /// The ranges of [k, e) with offset at most `limit`, which must be
+    /// pairwise disjoint and offset-sorted (so sorted by top as well): after
+    /// the first one that rises above the reach, each gap is just the space
+    /// between neighbours, and the running maximum needs no updating. This is
+    /// the inner loop of a pass. True on an exact fit.
+    template <class Range>
+    bool disjoint_until(const Range*& k, const Range* e, Size limit) noexcept {
+        while (k != e && k->first <= limit && k->second <= reach) ++k; // buried under the reach
+        if (k == e || k->first > limit) return false;
+        if (visit(k->first, k->second)) return true;
+        for (++k; k != e && k->first <= limit; ++k) {
+            const Size below = k[-1].second;
+            if (static_cast<Size>(k->first - below - size) < slack && gap(below, static_cast<Size>(k->first - below)))
+                return true; // rarely taken
+        }
+        reach = k[-1].second; // the last one visited has the highest top
+        return false;
+    }
+};
+
+template <class Size>
+struct rest_scratch {
+    using range = typename interval_tree<Size>::range;
+    std::vector<range> copied, merged;
+};
+
+/// Appends the overlapping ranges of `r` at `out`, returns the new end.
+/// Branch-free: whether an item overlaps is close to a coin flip.
+template <class Size>
+typename interval_tree<Size>::range* copy_kept(const typename interval_tree<Size>::run& r,
+                                               typename interval_tree<Size>::range* out) {
+    const std::size_t n = r.size();
+    if (!r.filtered()) return std::copy(r.first, r.last, out);
+    if (r.begins != nullptr && r.ends != nullptr) {
+        for (std::size_t j = 0; j < n; ++j) {
+            *out = r.first[j];
+            out += (r.begins[j] < r.begin_bound) & (r.ends[j] > r.end_bound);
+        }
+    } else if (r.begins != nullptr) {
+        for (std::size_t j = 0; j < n; ++j) {
+            *out = r.first[j];
+            out += r.begins[j] < r.begin_bound;
+        }
+    } else {
+        for (std::size_t j = 0; j < n; ++j) {
+            *out = r.first[j];
+            out += r.ends[j] > r.end_bound;
+        }
+    }
+    return out;
+}
+
+/// The overlapping ranges of every run but `big`, in offset order. The
+/// largest of them (often a partial block of the node that gives `big`) is
+/// merged in rather than sorted with the many small ones.
+template <class Size>
+std::span<const typename interval_tree<Size>::range>
+merge_rest(const std::vector<typename interval_tree<Size>::run>& runs, std::size_t big, rest_scratch<Size>& s) {
+    using range = typename interval_tree<Size>::range;
+    std::size_t total = 0, second = big;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+        if (k == big) continue;
+        total += runs[k].size();
+        if (second == big || runs[k].size() > runs[second].size()) second = k;
+    }
+    if (total == 0) return {};
+    if (s.copied.size() < total) s.copied.resize(2 * total);
+    range* const first = s.copied.data();
+    range* const mid = copy_kept<Size>(runs[second], first);
+    range* last = mid;
+    for (std::size_t k = 0; k < runs.size(); ++k)
+        if (k != big && k != second) last = copy_kept<Size>(runs[k], last);
+    // Equal offsets may come in any order: the first of them finds the gap below, the others none.
+    const auto by_offset = [](const range& a, const range& b) { return a.first < b.first; };
+    std::sort(mid, last, by_offset);
+    if (first == mid || mid == last) return {first, static_cast<std::size_t>(last - first)};
+    if (s.merged.size() < total) s.merged.resize(2 * total);
+    range* const end = std::merge(first, mid, mid, last, s.merged.data(), by_offset);
+    return {s.merged.data(), static_cast<std::size_t>(end - s.merged.data())};
+}
+
 /// One best-fit pass over the items in `order` (live items only), on a
 /// cleared tree. Returns false when an offset overflows the size type.
 template <class Size>
@@ -122,91 +239,57 @@ bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size
     offsets.assign(p.items.size(), Size{0});
     tree.clear();
     using run = typename interval_tree<Size>::run;
+    using range = typename interval_tree<Size>::range;
     std::vector<run> runs;
-    std::vector<std::pair<Size, Size>> rest; // (offset, top) of the smaller runs
+    rest_scratch<Size> scratch;
     for (const std::size_t i : order) {
         const auto& it = p.items[i];
         const Size size = *detail::checked_align_up<Size>(it.size, p.alignment); // validate() checked it
         runs.clear();
         tree.query_runs(it.begin, it.end, runs);
 
-        // Sweep the union of the placed byte ranges in offset order; every
-        // hole between them is a gap. Offsets and tops are multiples of the
-        // alignment, so gap starts are too. Most overlaps sit in one node
-        // (the long-lived items near the root), already sorted: merge that
-        // run with the sorted rest instead of sorting everything.
+        // Most overlaps sit in one run (the long-lived items near the root),
+        // already sorted: sweep it merged with the sorted rest instead of
+        // sorting everything.
         std::size_t big = 0;
         for (std::size_t k = 1; k < runs.size(); ++k)
             if (runs[k].size() > runs[big].size()) big = k;
-        rest.clear();
-        for (std::size_t k = 0; k < runs.size(); ++k) {
-            if (k == big) continue;
-            const auto& r = runs[k];
-            if (r.is_union()) {
-                rest.insert(rest.end(), r.pieces, r.pieces_end);
-            } else {
-                for (auto* x = r.first; x != r.last; ++x)
-                    if (r.keeps(*x)) rest.emplace_back(x->offset, x->top);
-            }
-        }
-        if (rest.size() > 1) std::sort(rest.begin(), rest.end());
+        const std::span<const range> rest = runs.empty() ? std::span<const range>{} : merge_rest(runs, big, scratch);
 
-        Size reach = 0;
-        Size best_offset = 0, best_len = 0;
-        bool found = false;
-        // One placed range at `off`; true when an exact fit ends the search
-        // (nothing smaller can follow, and nothing lower of the same size).
-        auto visit = [&](Size off, Size top) {
-            if (off > reach) {
-                const Size len = off - reach;
-                if (len >= size && (!found || len < best_len)) {
-                    found = true;
-                    best_offset = reach;
-                    best_len = len;
-                    if (len == size) return true;
-                }
+        gap_sweep<Size> sw(size);
+        if (!runs.empty() && !runs[big].filtered()) {
+            // Merge: the big run's ranges up to each rest range, then that range.
+            // Its ranges are pairwise disjoint: a node's items all overlap in
+            // time, and this pass never gives such items the same byte.
+            const range* a = runs[big].first;
+            const range* const a_end = runs[big].last;
+            bool exact = false;
+            for (const range& x : rest) {
+                exact = sw.disjoint_until(a, a_end, x.first) || sw.visit(x.first, x.second);
+                if (exact) break;
             }
-            reach = std::max(reach, top);
-            return false;
-        };
-        // Two-way merge of the big run (elements of either kind) with the rest.
-        auto sweep = [&](auto* a, auto* a_end, auto keeps, auto offset_of, auto top_of) {
-            std::size_t j = 0;
+            if (!exact) sw.disjoint_until(a, a_end, std::numeric_limits<Size>::max());
+        } else if (!runs.empty()) {
+            // A filtered big run (a small node beside the query): plain two-way merge.
+            const run& r = runs[big];
+            std::size_t j = 0, k = 0;
             while (true) {
-                if (a != a_end && !keeps(*a)) {
-                    ++a;
+                if (k < r.size() && !r.keeps(k)) {
+                    ++k;
                     continue;
                 }
-                if (a != a_end && (j == rest.size() || offset_of(*a) <= rest[j].first)) {
-                    if (visit(offset_of(*a), top_of(*a))) return;
-                    ++a;
+                if (k < r.size() && (j == rest.size() || r.first[k].first <= rest[j].first)) {
+                    if (sw.visit(r.first[k].first, r.first[k].second)) break;
+                    ++k;
                 } else if (j < rest.size()) {
-                    if (visit(rest[j].first, rest[j].second)) return;
+                    if (sw.visit(rest[j].first, rest[j].second)) break;
                     ++j;
                 } else {
-                    return;
+                    break;
                 }
             }
-        };
-        if (runs.empty()) {
-        } else if (runs[big].is_union()) {
-            sweep(runs[big].pieces, runs[big].pieces_end, [](const auto&) { return true; },
-                  [](const auto& x) { return x.first; }, [](const auto& x) { return x.second; });
-        } else {
-            // One instantiation per filter keeps the test out of the inner loop's branches.
-            const run& r = runs[big];
-            const auto off = [](const auto& x) { return x.offset; };
-            const auto top = [](const auto& x) { return x.top; };
-            const std::uint64_t bound = r.bound;
-            using kind = typename run::filter_kind;
-            if (r.filter == kind::begin_below)
-                sweep(r.first, r.last, [bound](const auto& x) { return x.begin < bound; }, off, top);
-            else if (r.filter == kind::end_above)
-                sweep(r.first, r.last, [bound](const auto& x) { return x.end > bound; }, off, top);
-            else
-                sweep(r.first, r.last, [](const auto&) { return true; }, off, top);
         }
-        const Size offset = found ? best_offset : reach;
+        const Size offset = sw.found ? sw.best_offset : sw.reach;
         const auto top = detail::checked_add<Size>(offset, size);
         if (!top) return false;
         offsets[i] = offset;
