@@ -57,6 +57,8 @@ case "$mode" in
     build/bin/memplan report --order greedy --alloc auto --time-limit 5 build/zoo/*.json
     ;;
   test)
+    # Every public header must compile on its own (CMake's header-set check).
+    cmake --build build -j "$jobs" --target all_verify_interface_header_sets
     ctest --test-dir build --output-on-failure -j "$jobs"
     ;;
   build) ;;

@@ -117,6 +117,27 @@ basic_alloc_result<Size> overflow_result(const basic_alloc_problem<Size>& p) {
     return r;
 }
 
+/// The frame every single-pass allocator shares: check the problem, time
+/// the pass, and turn its offsets into a result. `fill(offsets)` places the
+/// items (offsets arrive zeroed) and returns false when an offset overflows
+/// `Size`, which yields status `error`.
+template <class Size, class Fill>
+basic_alloc_result<Size> run_pass(const basic_alloc_problem<Size>& p, Fill&& fill) {
+    const auto t0 = std::chrono::steady_clock::now();
+    validate(p);
+    const Size lb = lower_bound(p);
+    basic_alloc_result<Size> r;
+    r.offsets.assign(p.items.size(), Size{0});
+    if (fill(r.offsets)) {
+        finish_result(p, r, lb);
+    } else {
+        r = overflow_result(p);
+        r.lower_bound = lb;
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
 /// Best-fit search over the union of placed byte ranges, visited in offset
 /// order: every hole below the running top (`reach`) is a gap. Offsets and
 /// tops are multiples of the alignment, so gap starts are too.
@@ -323,19 +344,10 @@ struct greedy {
     template <class Size>
         requires AllocOrderLike<Order, Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        validate(p);
-        const Size lb = lower_bound(p);
-        auto tree = detail::make_interval_tree(p);
-        basic_alloc_result<Size> r;
-        if (!detail::greedy_pass(p, detail::greedy_item_order<Order>(p), tree, r.offsets)) {
-            r = detail::overflow_result(p);
-            r.lower_bound = lb;
-        } else {
-            detail::finish_result(p, r, lb);
-        }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return r;
+        return detail::run_pass(p, [&](std::vector<Size>& offsets) {
+            auto tree = detail::make_interval_tree(p);
+            return detail::greedy_pass(p, detail::greedy_item_order<Order>(p), tree, offsets);
+        });
     }
 };
 

@@ -19,28 +19,18 @@ struct no_reuse {
     /// overflows `Size`; throws `memplan::error` on a malformed problem.
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        validate(p);
-        const Size lb = lower_bound(p);
-        basic_alloc_result<Size> r;
-        r.offsets.assign(p.items.size(), Size{0});
-        Size top = 0;
-        bool overflow = false;
-        for (std::size_t i = 0; i < p.items.size() && !overflow; ++i) {
-            if (!detail::is_live(p.items[i])) continue;
-            r.offsets[i] = top;
-            const auto next = detail::checked_add<Size>(top, *detail::checked_align_up<Size>(p.items[i].size, p.alignment));
-            if (next) top = *next;
-            else overflow = true;
-        }
-        if (overflow) {
-            r = detail::overflow_result(p);
-            r.lower_bound = lb;
-        } else {
-            detail::finish_result(p, r, lb);
-        }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return r;
+        return detail::run_pass(p, [&](std::vector<Size>& offsets) {
+            Size top = 0;
+            for (std::size_t i = 0; i < p.items.size(); ++i) {
+                if (!detail::is_live(p.items[i])) continue;
+                offsets[i] = top;
+                const auto next =
+                    detail::checked_add<Size>(top, *detail::checked_align_up<Size>(p.items[i].size, p.alignment));
+                if (!next) return false;
+                top = *next;
+            }
+            return true;
+        });
     }
 };
 

@@ -29,19 +29,7 @@ struct online_best_fit {
     /// `Size`. Throws `memplan::error` on a malformed problem.
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        validate(p);
-        const Size lb = lower_bound(p);
-        basic_alloc_result<Size> r;
-        r.offsets.assign(p.items.size(), Size{0});
-        if (simulate(p, r.offsets)) {
-            detail::finish_result(p, r, lb);
-        } else {
-            r = detail::overflow_result(p);
-            r.lower_bound = lb;
-        }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return r;
+        return detail::run_pass(p, [&](std::vector<Size>& offsets) { return simulate(p, offsets); });
     }
 
 private:
