@@ -142,6 +142,14 @@ memplan::planned plan_checked(const memplan::graph& g, const memplan::cli::chose
     return plan_checked(g, memplan::default_schedule(g), allocator, alignment);
 }
 
+/// Prints every violation and the count; the exit code of a negative answer.
+int print_invalid(const memplan::validation_report& report) {
+    std::cout << report.to_string();
+    std::cout << "invalid: " << report.violations.size() << (report.truncated ? "+" : "") << " violation"
+              << (report.violations.size() == 1 ? "" : "s") << "\n";
+    return exit_negative;
+}
+
 // --- stats -------------------------------------------------------------------
 
 int run_stats(const command& c, const std::vector<std::string>& args) {
@@ -230,10 +238,7 @@ int run_check(const command& c, const std::vector<std::string>& args) {
         std::cout << "valid\n";
         return exit_ok;
     }
-    std::cout << report.to_string();
-    std::cout << "invalid: " << report.violations.size() << (report.truncated ? "+" : "") << " violation"
-              << (report.violations.size() == 1 ? "" : "s") << "\n";
-    return exit_negative;
+    return print_invalid(report);
 }
 
 // --- alloc -------------------------------------------------------------------
@@ -299,10 +304,7 @@ int run_check_csv(const command& c, const std::vector<std::string>& args) {
                   << memplan::cli::fixed(ratio(height, lb), 4) << "\n";
         return exit_ok;
     }
-    std::cout << report.to_string();
-    std::cout << "invalid: " << report.violations.size() << (report.truncated ? "+" : "") << " violation"
-              << (report.violations.size() == 1 ? "" : "s") << "\n";
-    return exit_negative;
+    return print_invalid(report);
 }
 
 // --- import-csv ----------------------------------------------------------------

@@ -116,19 +116,7 @@ struct conv2d {
         const std::uint64_t winograd = 4 * (x.numel() + y.numel()) + 16 * out_channels * in_channels;
         const auto variants = detail::conv_variants(dense3x3, plain || grouped, column, winograd);
 
-        layer_ops ops;
-        op_spec fwd{"fwd", phase::forward, compute_kind::matmul, {slot::input(0), slot::param(0)}, {slot::output()},
-                    mm + bias_flops, 0, variants, {}};
-        if (bias) fwd.inputs.push_back(slot::param(1));
-        ops.forward.push_back(std::move(fwd));
-
-        ops.backward.push_back({"bwd_data", phase::backward, compute_kind::matmul,
-                                {slot::grad_output(), slot::param(0)}, {slot::grad_input(0)}, mm, 0, variants, {}});
-        op_spec filter{"bwd_filter", phase::backward, compute_kind::matmul, {slot::input(0), slot::grad_output()},
-                       {slot::grad_param(0)}, mm + bias_flops, 0, variants, {}};
-        if (bias) filter.outputs.push_back(slot::grad_param(1));
-        ops.backward.push_back(std::move(filter));
-        return ops;
+        return weight_product_ops(mm, bias, bias_flops, "bwd_filter", variants);
     }
 };
 
@@ -169,18 +157,7 @@ struct conv_transpose2d {
         // Every input value scatters into kernel^2 outputs of each output channel.
         const double mm = 2.0 * double(x.numel()) * double(out_channels) * double(kernel * kernel);
         const double bias_flops = bias ? double(c.output.shape.numel()) : 0.0;
-        layer_ops ops;
-        op_spec fwd{"fwd", phase::forward, compute_kind::matmul, {slot::input(0), slot::param(0)}, {slot::output()},
-                    mm + bias_flops, 0, {}, {}};
-        if (bias) fwd.inputs.push_back(slot::param(1));
-        ops.forward.push_back(std::move(fwd));
-        ops.backward.push_back({"bwd_data", phase::backward, compute_kind::matmul,
-                                {slot::grad_output(), slot::param(0)}, {slot::grad_input(0)}, mm, 0, {}, {}});
-        op_spec filter{"bwd_filter", phase::backward, compute_kind::matmul, {slot::input(0), slot::grad_output()},
-                       {slot::grad_param(0)}, mm + bias_flops, 0, {}, {}};
-        if (bias) filter.outputs.push_back(slot::grad_param(1));
-        ops.backward.push_back(std::move(filter));
-        return ops;
+        return weight_product_ops(mm, bias, bias_flops, "bwd_filter");
     }
 };
 

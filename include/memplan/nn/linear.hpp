@@ -42,18 +42,7 @@ struct linear {
         const double rows = double(c.output.shape.numel() / (out_features ? out_features : 1));
         const double mm = 2.0 * rows * double(in_features) * double(out_features);
         const double bias_flops = bias ? rows * double(out_features) : 0.0;
-        layer_ops ops;
-        op_spec fwd{"fwd", phase::forward, compute_kind::matmul, {slot::input(0), slot::param(0)}, {slot::output()},
-                    mm + bias_flops, 0, {}, {}};
-        if (bias) fwd.inputs.push_back(slot::param(1));
-        ops.forward.push_back(std::move(fwd));
-        ops.backward.push_back({"bwd_data", phase::backward, compute_kind::matmul,
-                                {slot::grad_output(), slot::param(0)}, {slot::grad_input(0)}, mm, 0, {}, {}});
-        op_spec weight{"bwd_weight", phase::backward, compute_kind::matmul, {slot::input(0), slot::grad_output()},
-                       {slot::grad_param(0)}, mm + bias_flops, 0, {}, {}};
-        if (bias) weight.outputs.push_back(slot::grad_param(1));
-        ops.backward.push_back(std::move(weight));
-        return ops;
+        return weight_product_ops(mm, bias, bias_flops, "bwd_weight");
     }
 };
 

@@ -95,6 +95,28 @@ struct layer_ops {
     std::vector<bool> passthrough; ///< per input; empty means none
 };
 
+/// The three ops of a layer that is one matrix product with a weight and an
+/// optional bias (linear, transposed convolution): forward, the gradient of
+/// the input, and the weight gradient (named `weight_grad`), which reads the
+/// forward input. `mm` is the FLOPs of one product; the bias adds `bias_flops`
+/// to the forward and to the weight gradient. Each of the three ops may run
+/// as any of `variants` (e.g. convolution algorithms).
+inline layer_ops weight_product_ops(double mm, bool bias, double bias_flops, std::string weight_grad,
+                                    const std::vector<impl_spec>& variants = {}) {
+    layer_ops ops;
+    op_spec fwd{"fwd", phase::forward, compute_kind::matmul, {slot::input(0), slot::param(0)}, {slot::output()},
+                mm + bias_flops, 0, variants, {}};
+    if (bias) fwd.inputs.push_back(slot::param(1));
+    ops.forward.push_back(std::move(fwd));
+    ops.backward.push_back({"bwd_data", phase::backward, compute_kind::matmul, {slot::grad_output(), slot::param(0)},
+                            {slot::grad_input(0)}, mm, 0, variants, {}});
+    op_spec weight{std::move(weight_grad), phase::backward, compute_kind::matmul, {slot::input(0), slot::grad_output()},
+                   {slot::grad_param(0)}, mm + bias_flops, 0, variants, {}};
+    if (bias) weight.outputs.push_back(slot::grad_param(1));
+    ops.backward.push_back(std::move(weight));
+    return ops;
+}
+
 /// What a layer knows when it lowers itself.
 struct lower_context {
     std::span<const tensor_info> inputs;
