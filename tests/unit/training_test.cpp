@@ -61,8 +61,13 @@ TEST_CASE("training.branching.gradient_accumulation") {
     CHECK(acc > op_index(g, "b.bwd_data"));
     CHECK(acc > op_index(g, "c.bwd_data"));
     CHECK(acc < op_index(g, "r.bwd"));
-    CHECK(names_of(g, g.op(static_cast<graph::id_type>(op_index(g, "r.bwd"))).inputs) ==
-          std::vector<std::string>{"r.y", "r.dy"});
+    // ReLU's backward reads the output (default variant) or only the 1-bit mask.
+    const auto& relu_bwd = g.op(static_cast<graph::id_type>(op_index(g, "r.bwd")));
+    CHECK(names_of(g, relu_bwd.inputs) == std::vector<std::string>{"r.y", "r.mask", "r.dy"});
+    REQUIRE(relu_bwd.variants.size() == 2);
+    CHECK(names_of(g, relu_bwd.variants[0].inputs) == std::vector<std::string>{"r.y", "r.dy"});
+    CHECK(names_of(g, relu_bwd.variants[1].inputs) == std::vector<std::string>{"r.mask", "r.dy"});
+    CHECK(relu_bwd.variants[1].cost < relu_bwd.variants[0].cost); // reads 1/32 of the bytes
     // The add passes its gradient through: both convs read the pool's input gradient.
     CHECK(names_of(g, g.op(static_cast<graph::id_type>(op_index(g, "b.bwd_data"))).inputs)[0] == "pool.dx");
     CHECK(names_of(g, g.op(static_cast<graph::id_type>(op_index(g, "c.bwd_data"))).inputs)[0] == "pool.dx");

@@ -401,7 +401,7 @@ validation_report check_plan(const Graph& g, const Plan& p, check_options opt = 
     };
     for (std::size_t i = 0; i < n_steps && !sink.full(); ++i) {
         if (!op_ok[i]) continue;
-        const auto& ins = g.op(p.steps[i].op).inputs;
+        const auto& ins = g.reads_of(p.steps[i].op, p.steps[i].variant);
         for (std::size_t k = 0; k < ins.size(); ++k) {
             const id_type t = ins[k];
             if (detail::listed_before(ins, k)) continue; // read twice by one op: check once

@@ -40,13 +40,18 @@ constexpr std::optional<phase> parse_phase(std::string_view s) noexcept {
     return std::nullopt;
 }
 
-/// One implementation of an op (a convolution algorithm, a ReLU that keeps a
-/// bit mask, ...). When an op has variants, each executed step picks one.
-template <class Size = std::uint64_t>
+/// One implementation of an op (a convolution algorithm, a ReLU backward that
+/// reads a bit mask, ...). When an op has variants, each executed step picks
+/// one. A variant may read only some of the op's inputs (`inputs`, a subset of
+/// the op's, as tensor ids): the op lists every tensor any variant may read,
+/// so dependencies hold whatever the choice, while liveness keeps only what
+/// the chosen variant reads (MONeT's batch-norm backward from its output).
+template <class Size = std::uint64_t, class Id = std::uint32_t>
 struct basic_variant {
     std::string name;
     double cost = 1.0;
-    Size workspace = 0; ///< scratch bytes needed only while the step runs
+    Size workspace = 0;     ///< scratch bytes needed only while the step runs
+    std::vector<Id> inputs; ///< tensors this variant reads; empty: all of the op's inputs
 };
 
 template <class Size = std::uint64_t>
@@ -64,7 +69,7 @@ struct basic_op {
     double cost = 1.0;       ///< run time in the graph's unit; the price of recomputing
     Size workspace = 0;      ///< used when the op has no variants
     memplan::phase phase = phase::forward;
-    std::vector<basic_variant<Size>> variants;
+    std::vector<basic_variant<Size, Id>> variants;
     /// (input, output): the output may take over the input's buffer when this
     /// step is the input's last use.
     std::vector<std::pair<Id, Id>> inplace;
@@ -85,7 +90,7 @@ public:
     using id_type = Id;
     using tensor_type = basic_tensor<Size>;
     using op_type = basic_op<Size, Id>;
-    using variant_type = basic_variant<Size>;
+    using variant_type = basic_variant<Size, Id>;
 
     /// Id meaning "none" (no producer, no variant).
     static constexpr Id npos = std::numeric_limits<Id>::max();
@@ -123,6 +128,8 @@ public:
             check(a, "in-place input");
             check(b, "in-place output");
         }
+        for (const auto& v : op.variants)
+            for (Id t : v.inputs) check(t, "variant '" + v.name + "' input");
         const Id id = next_id(ops_.size(), "op", op.name);
         op_ids_.emplace(op.name, id);
         ops_.push_back(std::move(op));
@@ -186,6 +193,13 @@ public:
         const auto& x = op(o);
         if (variant != npos && variant < x.variants.size()) return x.variants[variant].workspace;
         return x.workspace;
+    }
+    /// Tensors op `o` reads when run as `variant` (npos: all of its inputs).
+    const std::vector<Id>& reads_of(Id o, Id variant = npos) const {
+        const auto& x = op(o);
+        if (variant != npos && variant < x.variants.size() && !x.variants[variant].inputs.empty())
+            return x.variants[variant].inputs;
+        return x.inputs;
     }
     /// Cost of op `o` run as `variant` (npos: the op's own field).
     double cost_of(Id o, Id variant = npos) const {

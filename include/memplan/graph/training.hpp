@@ -18,6 +18,7 @@
 #include <memplan/nn/dtype.hpp>
 #include <memplan/nn/network.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -263,7 +264,19 @@ private:
         const std::uint64_t elem = nn::size_of(opt_.dt);
         o.cost = base;
         o.workspace = spec.workspace_values * elem;
-        for (const auto& v : spec.variants) o.variants.push_back({v.name, base * v.time_factor, v.workspace_values * elem});
+        for (const auto& v : spec.variants) {
+            variant var{v.name, base * v.time_factor, v.workspace_values * elem, {}};
+            for (auto s : v.inputs) {
+                const auto t = find(s);
+                if (t == graph::npos)
+                    throw error("nn", "layer '" + n.name + "' op '" + o.name + "' variant '" + v.name +
+                                          "' reads a tensor the op does not list");
+                if (std::find(var.inputs.begin(), var.inputs.end(), t) == var.inputs.end()) var.inputs.push_back(t);
+            }
+            // Reading less moves fewer bytes.
+            if (!var.inputs.empty()) var.cost = cost(spec.kind, spec.flops, var.inputs, o.outputs) * v.time_factor;
+            o.variants.push_back(std::move(var));
+        }
         if (!o.variants.empty()) {
             o.cost = o.variants.front().cost;
             o.workspace = o.variants.front().workspace;

@@ -145,6 +145,10 @@ void validate(const Graph& g) {
             if (bad_cost(v.cost))
                 throw error("graph", "op '" + op.name + "' variant '" + v.name +
                                          "' has a cost that is not a finite number >= 0");
+            for (auto t : v.inputs)
+                if (std::find(op.inputs.begin(), op.inputs.end(), t) == op.inputs.end())
+                    throw error("graph", "op '" + op.name + "' variant '" + v.name + "' reads '" + g.tensor(t).name +
+                                             "' which is not one of the op's inputs");
         }
         std::unordered_set<id_type> inplace_in, inplace_out;
         for (auto [x, y] : op.inplace) {

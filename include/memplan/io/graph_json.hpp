@@ -113,6 +113,17 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
                 if (const json* c = detail::find_field(v, "cost")) var.cost = detail::get_double(*c, "cost", vat, cat);
                 if (const json* w = detail::find_field(v, "workspace"))
                     var.workspace = detail::get_u64(*w, "workspace", vat, cat);
+                if (const json* in = detail::find_field(v, "inputs")) {
+                    detail::get_array(*in, "inputs", vat, cat);
+                    for (const auto& name : *in) {
+                        const auto t = tensor_id(name, "variant '" + var.name + "' input");
+                        if (std::find(x.inputs.begin(), x.inputs.end(), t) == x.inputs.end())
+                            throw error(cat, vat + "input '" + g.tensor(t).name +
+                                                 "' is not one of the op's inputs (an op lists every tensor any "
+                                                 "variant reads)");
+                        var.inputs.push_back(t);
+                    }
+                }
                 x.variants.push_back(std::move(var));
             }
         }
@@ -202,6 +213,7 @@ inline std::string format_graph_json(const graph& g) {
                 vj["name"] = v.name;
                 vj["cost"] = v.cost;
                 vj["workspace"] = v.workspace;
+                if (!v.inputs.empty()) vj["inputs"] = names(v.inputs);
                 vs.push_back(std::move(vj));
             }
             j["variants"] = std::move(vs);

@@ -4,7 +4,9 @@
 // from the input, from the output, or from a 1-bit sign mask (MONeT, ICLR
 // 2021): a mask is 1/32 of an fp32 activation, and it lets the forward run in
 // place without keeping anything else. When the backward does not read the
-// input, the forward may overwrite its input. GELU's backward needs its input.
+// input, the forward may overwrite its input. By default (`choice`) the
+// backward has both the output and the mask variant and a planner picks.
+// GELU's backward needs its input.
 #pragma once
 
 #include <memplan/nn/norm.hpp>
@@ -21,7 +23,7 @@ namespace memplan::nn {
 struct relu {
     static constexpr std::string_view kind = "relu";
     double cap = 0; ///< clip at this value when > 0 (6 for ReLU6)
-    saved_tensor backward_from = saved_tensor::output;
+    saved_tensor backward_from = saved_tensor::choice;
 
     tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
         detail::expect_inputs(in.size(), 1, name, kind);
@@ -51,6 +53,16 @@ struct relu {
             fwd.outputs.push_back(slot::internal(0));
             fwd.inplace.push_back({slot::input(0), slot::output()});
             bwd.inputs = {slot::internal(0), slot::grad_output()};
+            break;
+        case saved_tensor::choice:
+            // The forward writes y and the mask; the backward reads y (what
+            // frameworks do, listed first) or only the mask.
+            ops.internals.push_back({"mask", {c.output.shape, element::bit}});
+            fwd.outputs.push_back(slot::internal(0));
+            fwd.inplace.push_back({slot::input(0), slot::output()});
+            bwd.inputs = {slot::output(), slot::internal(0), slot::grad_output()};
+            bwd.variants = {{"from_output", 1.0, 0, {slot::output(), slot::grad_output()}},
+                            {"from_mask", 1.0, 0, {slot::internal(0), slot::grad_output()}}};
             break;
         }
         ops.forward.push_back(std::move(fwd));

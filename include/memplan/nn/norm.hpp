@@ -24,13 +24,14 @@ enum class saved_tensor : std::uint8_t {
     input,  ///< keep the input x
     output, ///< keep the output y
     mask,   ///< keep a 1-bit sign mask (ReLU only)
+    choice, ///< the backward op gets one variant per option; a planner picks per step
 };
 
 struct batch_norm {
     static constexpr std::string_view kind = "batch_norm";
     std::uint64_t channels = 0;
     double eps = 1e-5;
-    saved_tensor backward_from = saved_tensor::input;
+    saved_tensor backward_from = saved_tensor::choice;
 
     /// (N, C, ...) -> same shape.
     tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
@@ -61,10 +62,20 @@ struct batch_norm {
                                {slot::output(), slot::internal(0)}, 8 * n, 0, {}, {}});
         op_spec bwd{"bwd", phase::backward, compute_kind::other, {}, {slot::grad_input(0), slot::grad_param(0),
                     slot::grad_param(1)}, 12 * n, 0, {}, {}};
-        if (backward_from == saved_tensor::input)
-            bwd.inputs = {slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)};
-        else
-            bwd.inputs = {slot::output(), slot::grad_output(), slot::param(0), slot::param(1), slot::internal(0)};
+        const std::vector<slot> from_input{slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)};
+        const std::vector<slot> from_output{slot::output(), slot::grad_output(), slot::param(0), slot::param(1),
+                                            slot::internal(0)};
+        switch (backward_from) {
+        case saved_tensor::input: bwd.inputs = from_input; break;
+        case saved_tensor::output: bwd.inputs = from_output; break;
+        default:
+            // Both: the op lists every tensor either variant reads. From the
+            // input first: what frameworks do.
+            bwd.inputs = {slot::input(0), slot::output(), slot::grad_output(), slot::param(0), slot::param(1),
+                          slot::internal(0)};
+            bwd.variants = {{"from_input", 1.0, 0, from_input}, {"from_output", 1.0, 0, from_output}};
+            break;
+        }
         ops.backward.push_back(std::move(bwd));
         return ops;
     }

@@ -62,12 +62,14 @@ struct internal_spec {
     tensor_info info;
 };
 
-/// One implementation of an op. Its time is the op's roofline time scaled by
-/// `time_factor`; its scratch memory is `workspace_values` floating values.
+/// One implementation of an op. Its time is the roofline time of the op
+/// reading `inputs` scaled by `time_factor`; its scratch memory is
+/// `workspace_values` floating values.
 struct impl_spec {
     std::string name;
     double time_factor = 1.0;
     std::uint64_t workspace_values = 0;
+    std::vector<slot> inputs; ///< what this implementation reads (a subset of the op's); empty: all
 };
 
 /// One op of a layer. Its graph name is "<layer>.<suffix>". Bytes moved are

@@ -106,21 +106,27 @@ typename Graph::size_type schedule_free_lower_bound(const Graph& g) {
             persistent += g.tensor(static_cast<id_type>(t)).bytes;
     auto always_live = [&](id_type t) { return g.tensor(t).persistent && index.is_graph_input(t); };
     size_type best = persistent;
-    for (const auto& op : g.ops()) {
-        std::unordered_set<id_type> seen;
-        size_type bytes = persistent;
-        for (const auto* list : {&op.inputs, &op.outputs})
-            for (auto t : *list)
-                if (seen.insert(t).second && !always_live(t)) bytes += g.tensor(t).bytes;
-        for (auto [x, y] : op.inplace)
-            if (!g.tensor(x).persistent && !g.tensor(y).persistent && x != y)
-                bytes -= std::min(g.tensor(x).bytes, g.tensor(y).bytes);
-        size_type ws = op.workspace;
-        if (op.has_variants()) {
-            ws = op.variants.front().workspace;
-            for (const auto& v : op.variants) ws = std::min(ws, v.workspace);
-        }
-        best = std::max(best, static_cast<size_type>(bytes + ws));
+    for (std::size_t o = 0; o < g.num_ops(); ++o) {
+        const auto& op = g.op(static_cast<id_type>(o));
+        // The cheapest way to run the op: over its variants, what it reads
+        // and the scratch it needs.
+        auto need = [&](const std::vector<id_type>& reads, size_type ws) {
+            std::unordered_set<id_type> seen;
+            size_type bytes = persistent + ws;
+            for (const auto* list : {&reads, &op.outputs})
+                for (auto t : *list)
+                    if (seen.insert(t).second && !always_live(t)) bytes += g.tensor(t).bytes;
+            for (auto [x, y] : op.inplace)
+                if (!g.tensor(x).persistent && !g.tensor(y).persistent && x != y &&
+                    std::find(reads.begin(), reads.end(), x) != reads.end())
+                    bytes -= std::min(g.tensor(x).bytes, g.tensor(y).bytes);
+            return bytes;
+        };
+        size_type least = need(op.inputs, op.workspace);
+        for (std::size_t v = 0; v < op.variants.size(); ++v)
+            least = std::min(least, need(g.reads_of(static_cast<id_type>(o), static_cast<id_type>(v)),
+                                         op.variants[v].workspace));
+        best = std::max(best, least);
     }
     return best;
 }

@@ -84,7 +84,7 @@ compute_liveness(const Graph& g, const basic_schedule<typename Graph::id_type>& 
         if (!op.has_variants() && st.has_variant())
             throw error("schedule", "step " + std::to_string(i) + " (op '" + op.name +
                                         "') names a variant but the op has none");
-        for (auto t : op.inputs) {
+        for (auto t : g.reads_of(st.op, st.variant)) {
             if (current[t] == none)
                 throw error("schedule", "step " + std::to_string(i) + " (op '" + op.name + "') reads tensor '" +
                                             g.tensor(t).name + "' before any step computes it");

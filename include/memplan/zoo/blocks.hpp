@@ -26,8 +26,8 @@ inline nn::value conv_bn(nn::network& net, nn::value x, const std::string& conv_
     conv.bias = false;
     const auto channels = conv.out_channels;
     auto y = net.add(conv, {x}, conv_name);
-    y = net.add(nn::batch_norm{channels, bn_eps, nn::saved_tensor::input}, {y}, bn_name);
-    if (!relu_name.empty()) y = net.add(nn::relu{cap, nn::saved_tensor::output}, {y}, relu_name);
+    y = net.add(nn::batch_norm{channels, bn_eps, nn::saved_tensor::choice}, {y}, bn_name);
+    if (!relu_name.empty()) y = net.add(nn::relu{cap, nn::saved_tensor::choice}, {y}, relu_name);
     return y;
 }
 

@@ -101,12 +101,13 @@ typename Graph::size_type order_lower_bound(const Graph& g) {
             const auto& op = g.op(id);
             std::unordered_set<id_type> seen;
             size_type bytes = persistent_inputs + g.workspace_of(id, default_variant(g, id));
-            for (const auto* list : {&op.inputs, &op.outputs})
+            const auto& reads = g.reads_of(id, default_variant(g, id));
+            for (const auto* list : {&reads, &op.outputs})
                 for (auto t : *list)
                     if (seen.insert(t).second && !(g.tensor(t).persistent && index.is_graph_input(t)))
                         bytes += g.tensor(t).bytes;
             for (auto [x, y] : op.inplace)
-                if (!g.tensor(x).persistent && x != y)
+                if (!g.tensor(x).persistent && x != y && std::find(reads.begin(), reads.end(), x) != reads.end())
                     bytes -= std::min({bytes, g.tensor(x).bytes, g.tensor(y).bytes});
             best = std::max(best, bytes);
         }

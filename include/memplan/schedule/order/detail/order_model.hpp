@@ -181,6 +181,10 @@ std::optional<order_model<Graph>> make_order_model(const Graph& g, const graph_i
             std::unordered_set<id_type> seen;
             for (auto v : index.consumers[t]) {
                 if (!seen.insert(v).second) continue;
+                // A variant may read fewer tensors than its op lists; the
+                // model runs every op as its default variant.
+                const auto& reads = g.reads_of(v, default_variant(g, v));
+                if (std::find(reads.begin(), reads.end(), id) == reads.end()) continue;
                 if (in_window(v)) ti.readers.push_back(loc[v]);
                 else last_out = std::max(last_out, pos[v]);
             }
