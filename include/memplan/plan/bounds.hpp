@@ -92,42 +92,56 @@ Size lower_bound(const basic_plan<Size, Id>& p) {
     return v.empty() ? Size{0} : *std::max_element(v.begin(), v.end());
 }
 
+/// Bytes of the persistent graph inputs (weights, optimizer state): live on
+/// every step of every schedule.
+template <class Graph>
+typename Graph::size_type persistent_input_bytes(const Graph& g, const graph_index<Graph>& index) {
+    using id_type = typename Graph::id_type;
+    typename Graph::size_type bytes = 0;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+        if (g.tensor(static_cast<id_type>(t)).persistent && index.is_graph_input(static_cast<id_type>(t)))
+            bytes += g.tensor(static_cast<id_type>(t)).bytes;
+    return bytes;
+}
+
+/// The bytes one execution of op `o` must hold at once, run the cheapest way
+/// over its variants: what it reads, its outputs and its workspace, less what
+/// its in-place pairs may share, plus `persistent` (persistent_input_bytes).
+template <class Graph>
+typename Graph::size_type op_memory_need(const Graph& g, const graph_index<Graph>& index, typename Graph::id_type o,
+                                         typename Graph::size_type persistent) {
+    using size_type = typename Graph::size_type;
+    using id_type = typename Graph::id_type;
+    auto always_live = [&](id_type t) { return g.tensor(t).persistent && index.is_graph_input(t); };
+    const auto& op = g.op(o);
+    auto need = [&](const std::vector<id_type>& reads, size_type ws) {
+        std::unordered_set<id_type> seen;
+        size_type bytes = persistent + ws;
+        for (const auto* list : {&reads, &op.outputs})
+            for (auto t : *list)
+                if (seen.insert(t).second && !always_live(t)) bytes += g.tensor(t).bytes;
+        for (auto [x, y] : op.inplace)
+            if (!g.tensor(x).persistent && !g.tensor(y).persistent && x != y &&
+                std::find(reads.begin(), reads.end(), x) != reads.end())
+                bytes -= std::min(g.tensor(x).bytes, g.tensor(y).bytes);
+        return bytes;
+    };
+    size_type least = need(op.inputs, op.workspace);
+    for (std::size_t v = 0; v < op.variants.size(); ++v)
+        least = std::min(least, need(g.reads_of(o, static_cast<id_type>(v)), op.variants[v].workspace));
+    return least;
+}
+
 /// The schedule-free lower bound of graph `g` (see the file comment).
 template <class Graph>
 typename Graph::size_type schedule_free_lower_bound(const Graph& g) {
     using size_type = typename Graph::size_type;
     using id_type = typename Graph::id_type;
-    // Persistent graph inputs are live on every step; a persistent tensor an
-    // op produces is live from that op on, so it counts where it is an output.
     const graph_index<Graph> index(g);
-    size_type persistent = 0;
-    for (std::size_t t = 0; t < g.num_tensors(); ++t)
-        if (g.tensor(static_cast<id_type>(t)).persistent && index.is_graph_input(static_cast<id_type>(t)))
-            persistent += g.tensor(static_cast<id_type>(t)).bytes;
-    auto always_live = [&](id_type t) { return g.tensor(t).persistent && index.is_graph_input(t); };
+    const size_type persistent = persistent_input_bytes(g, index);
     size_type best = persistent;
-    for (std::size_t o = 0; o < g.num_ops(); ++o) {
-        const auto& op = g.op(static_cast<id_type>(o));
-        // The cheapest way to run the op: over its variants, what it reads
-        // and the scratch it needs.
-        auto need = [&](const std::vector<id_type>& reads, size_type ws) {
-            std::unordered_set<id_type> seen;
-            size_type bytes = persistent + ws;
-            for (const auto* list : {&reads, &op.outputs})
-                for (auto t : *list)
-                    if (seen.insert(t).second && !always_live(t)) bytes += g.tensor(t).bytes;
-            for (auto [x, y] : op.inplace)
-                if (!g.tensor(x).persistent && !g.tensor(y).persistent && x != y &&
-                    std::find(reads.begin(), reads.end(), x) != reads.end())
-                    bytes -= std::min(g.tensor(x).bytes, g.tensor(y).bytes);
-            return bytes;
-        };
-        size_type least = need(op.inputs, op.workspace);
-        for (std::size_t v = 0; v < op.variants.size(); ++v)
-            least = std::min(least, need(g.reads_of(static_cast<id_type>(o), static_cast<id_type>(v)),
-                                         op.variants[v].workspace));
-        best = std::max(best, least);
-    }
+    for (std::size_t o = 0; o < g.num_ops(); ++o)
+        best = std::max(best, op_memory_need(g, index, static_cast<id_type>(o), persistent));
     return best;
 }
 

@@ -1,0 +1,277 @@
+// From "which forward tensors to keep, which variant each op runs" to a
+// schedule with recomputation, and from a schedule to a placed plan under a
+// budget. Every rematerialization planner shares this machinery; they differ
+// only in how they choose what to keep.
+//
+// The base order runs the forward ops as listed, then the backward ops as
+// listed with each optimizer update moved to right after its gradient is
+// complete (its gradient dies at once instead of surviving the backward).
+// A tensor that is not kept dies after its last forward read; when an op of
+// the backward part needs it, its producer runs again just before, after the
+// producers of any of its own inputs that are gone too (Chen et al. 2016's
+// segment recomputation, on any DAG). A recomputed tensor then lives until
+// its last read: each dropped tensor is recomputed at most once.
+#pragma once
+
+#include <memplan/core/error.hpp>
+#include <memplan/graph/validate.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/alloc/exact.hpp>
+#include <memplan/plan/bounds.hpp>
+#include <memplan/plan/make_plan.hpp>
+#include <memplan/remat/remat.hpp>
+#include <memplan/schedule/schedule.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memplan {
+
+/// What a planner decides: per tensor whether it is kept from its forward
+/// computation to its last use, and per op which variant every execution of
+/// it runs (Graph::npos for ops without variants).
+template <class Graph>
+struct remat_choice {
+    std::vector<char> keep;                        ///< per tensor; only droppable tensors may be 0
+    std::vector<typename Graph::id_type> variant;  ///< per op
+};
+
+/// The graph facts every rematerialization planner needs, computed once.
+template <class Graph>
+class remat_context {
+public:
+    using id_type = typename Graph::id_type;
+    using size_type = typename Graph::size_type;
+    using schedule_type = basic_schedule<id_type>;
+
+    explicit remat_context(const Graph& g) : g_(g), index_(g) {
+        validate(g);
+        if (g.num_ops() == 0) throw error("remat", "graph '" + g.name() + "' has no ops");
+        const std::size_t n = g.num_ops();
+        // Forward ops as listed, then the rest with updates as early as possible.
+        std::vector<char> placed(n, 0);
+        std::vector<char> ready_tensor(g.num_tensors(), 0);
+        for (std::size_t t = 0; t < g.num_tensors(); ++t) ready_tensor[t] = index_.is_graph_input(static_cast<id_type>(t));
+        auto place = [&](std::size_t o) {
+            placed[o] = 1;
+            order_.push_back(static_cast<id_type>(o));
+            for (auto t : g.op(static_cast<id_type>(o)).outputs) ready_tensor[t] = 1;
+        };
+        auto ready = [&](std::size_t o) {
+            for (auto t : g.op(static_cast<id_type>(o)).inputs)
+                if (!ready_tensor[t]) return false;
+            return true;
+        };
+        for (std::size_t o = 0; o < n; ++o)
+            if (g.op(static_cast<id_type>(o)).phase == phase::forward && ready(o)) place(o);
+        boundary_ = order_.size();
+        std::vector<std::size_t> updates;
+        for (std::size_t o = 0; o < n; ++o)
+            if (!placed[o] && g.op(static_cast<id_type>(o)).phase == phase::update) updates.push_back(o);
+        auto flush_updates = [&] {
+            for (auto u : updates)
+                if (!placed[u] && ready(u)) place(u);
+        };
+        flush_updates();
+        for (std::size_t o = 0; o < n; ++o) {
+            if (placed[o] || g.op(static_cast<id_type>(o)).phase == phase::update) continue;
+            place(o);
+            flush_updates();
+        }
+        for (std::size_t o = 0; o < n; ++o)
+            if (!placed[o]) place(o); // listed order is topological: nothing is left unready
+        // Droppable: made by a forward op, neither persistent nor a graph
+        // output, and read by some op after the forward part.
+        droppable_.assign(g.num_tensors(), 0);
+        std::vector<char> is_output(g.num_tensors(), 0);
+        for (auto t : g.outputs()) is_output[t] = 1;
+        std::vector<std::size_t> pos(n, 0);
+        for (std::size_t i = 0; i < n; ++i) pos[order_[i]] = i;
+        for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+            const auto p = index_.producer[t];
+            if (p == Graph::npos || g.op(p).phase != phase::forward || g.tensor(static_cast<id_type>(t)).persistent ||
+                is_output[t])
+                continue;
+            for (auto c : index_.consumers[t])
+                if (pos[c] >= boundary_) droppable_[t] = 1;
+        }
+        base_cost_ = schedule_cost(g, default_schedule(g));
+    }
+
+    const Graph& graph() const noexcept { return g_; }
+    const graph_index<Graph>& index() const noexcept { return index_; }
+    /// Every op once: the forward part, then backward with early updates.
+    const std::vector<id_type>& base_order() const noexcept { return order_; }
+    /// Position in base_order() of the first op after the forward part.
+    std::size_t boundary() const noexcept { return boundary_; }
+    bool droppable(id_type t) const { return droppable_[t] != 0; }
+    /// Cost of the store-all schedule: every op once, default variants.
+    double base_cost() const noexcept { return base_cost_; }
+
+    /// Keep everything; default variants.
+    remat_choice<Graph> keep_all() const {
+        remat_choice<Graph> c;
+        c.keep.assign(g_.num_tensors(), 1);
+        c.variant.resize(g_.num_ops());
+        for (std::size_t o = 0; o < g_.num_ops(); ++o) c.variant[o] = default_variant(g_, static_cast<id_type>(o));
+        return c;
+    }
+
+    /// The schedule of a choice (see the file comment). Throws when a
+    /// dropped tensor would need a non-forward op to run again (only
+    /// droppable tensors may be dropped).
+    schedule_type schedule_of(const remat_choice<Graph>& c) const {
+        check_choice(c);
+        schedule_type s;
+        s.reserve(order_.size() + order_.size() / 2);
+        std::vector<char> avail(g_.num_tensors(), 0);
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t) avail[t] = index_.is_graph_input(static_cast<id_type>(t));
+        auto emit = [&](id_type o) {
+            s.push_back({o, c.variant[o]});
+            for (auto t : g_.op(o).outputs) avail[t] = 1;
+        };
+        // Explicit stack: chains of dropped tensors can be thousands long.
+        std::vector<std::pair<id_type, std::size_t>> stack; // (op to run, next read to check)
+        auto ensure_reads = [&](id_type root) {
+            stack.clear();
+            stack.push_back({root, 0});
+            while (!stack.empty()) {
+                auto& [o, k] = stack.back();
+                const auto& reads = g_.reads_of(o, c.variant[o]);
+                if (k < reads.size()) {
+                    const auto t = reads[k++];
+                    if (avail[t]) continue;
+                    const auto p = index_.producer[t];
+                    if (p == Graph::npos || g_.op(p).phase != phase::forward)
+                        throw error("remat", "tensor '" + g_.tensor(t).name + "' is gone when op '" + g_.op(o).name +
+                                                 "' reads it, and only forward ops may run again");
+                    stack.push_back({p, 0});
+                    continue;
+                }
+                const id_type done = o;
+                stack.pop_back();
+                if (!stack.empty()) emit(done); // the root is emitted by the caller
+            }
+        };
+        for (std::size_t i = 0; i < order_.size(); ++i) {
+            if (i == boundary_)
+                for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+                    if (droppable_[t] && !c.keep[t]) avail[t] = 0;
+            const auto o = order_[i];
+            if (i >= boundary_) ensure_reads(o);
+            emit(o);
+        }
+        return s;
+    }
+
+    /// The smallest memory any schedule needs (schedule-free bound) and the
+    /// op that needs it.
+    std::pair<size_type, std::string> min_memory() const {
+        const size_type persistent = persistent_input_bytes(g_, index_);
+        size_type best = persistent;
+        std::string who;
+        for (std::size_t o = 0; o < g_.num_ops(); ++o) {
+            const auto need = op_memory_need(g_, index_, static_cast<id_type>(o), persistent);
+            if (need > best || who.empty()) {
+                best = std::max(best, need);
+                who = g_.op(static_cast<id_type>(o)).name;
+            }
+        }
+        return {best, who};
+    }
+
+private:
+    void check_choice(const remat_choice<Graph>& c) const {
+        if (c.keep.size() != g_.num_tensors() || c.variant.size() != g_.num_ops())
+            throw error("remat", "a choice for graph '" + g_.name() + "' must have one keep flag per tensor and "
+                                 "one variant per op");
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+            if (!c.keep[t] && !droppable_[t])
+                throw error("remat", "tensor '" + g_.tensor(static_cast<id_type>(t)).name +
+                                         "' cannot be dropped (not made by a forward op and read later, or "
+                                         "persistent, or a graph output)");
+        for (std::size_t o = 0; o < g_.num_ops(); ++o) {
+            const auto& op = g_.op(static_cast<id_type>(o));
+            const bool ok = op.variants.empty() ? c.variant[o] == Graph::npos : c.variant[o] < op.variants.size();
+            if (!ok) throw error("remat", "op '" + op.name + "': the chosen variant does not exist");
+        }
+    }
+
+    const Graph& g_;
+    graph_index<Graph> index_;
+    std::vector<id_type> order_;
+    std::size_t boundary_ = 0;
+    std::vector<char> droppable_;
+    double base_cost_ = 0;
+};
+
+/// Places the buffers of schedule `s`: the best heuristic, then, when that
+/// misses `budget` although the per-schedule bound fits, the exact search
+/// in decision mode for at most `exact_seconds`.
+template <class Graph>
+basic_planned<typename Graph::size_type, typename Graph::id_type>
+place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::uint64_t budget,
+             std::uint64_t alignment, double exact_seconds) {
+    plan_options po;
+    po.alignment = alignment;
+    auto planned = make_plan(g, s, best_heuristic{}, po);
+    if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.lower_bound <= budget &&
+        exact_seconds > 0) {
+        exact e;
+        e.time_limit_seconds = exact_seconds;
+        e.capacity = budget;
+        auto tight = make_plan(g, s, e, po);
+        if (has_solution(tight.status) && tight.plan.arena_bytes <= budget) {
+            tight.seconds += planned.seconds;
+            return tight;
+        }
+    }
+    return planned;
+}
+
+namespace detail {
+
+/// Fills the common fields of a result from a placed plan.
+template <class Graph>
+void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& opt,
+                         basic_planned<typename Graph::size_type, typename Graph::id_type> planned,
+                         basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out) {
+    out.cost = schedule_cost(ctx.graph(), planned.plan.steps);
+    out.base_cost = ctx.base_cost();
+    out.budget = static_cast<typename Graph::size_type>(opt.budget);
+    out.planned = std::move(planned);
+}
+
+/// The outcome when no plan within the budget was found: infeasible with
+/// the reason when the budget is below what any schedule needs.
+template <class Graph>
+void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options& opt,
+                           basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out,
+                           std::string_view planner) {
+    const auto [need, op] = ctx.min_memory();
+    out.min_memory = need;
+    out.min_memory_op = op;
+    out.budget = static_cast<typename Graph::size_type>(opt.budget);
+    if (opt.budget < need) {
+        out.status = status::infeasible;
+        out.message = "budget " + std::to_string(opt.budget) + " bytes is below " + std::to_string(need) +
+                      " bytes, which op '" + op + "' needs in any schedule";
+    } else {
+        out.status = status::no_solution;
+        out.message = std::string(planner) + " found no plan within " + std::to_string(opt.budget) +
+                      " bytes (any schedule needs at least " + std::to_string(need) + " bytes, for op '" + op + "')";
+    }
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace detail
+
+} // namespace memplan

@@ -1,0 +1,76 @@
+// Rematerialization: fit a training step into a memory budget by keeping
+// fewer forward tensors and recomputing them in the backward pass, and by
+// choosing, per executed step, the implementation variant (convolution
+// algorithm, batch-norm/ReLU backward that keeps less) — Checkmate (Jain et
+// al., MLSys 2020) and MONeT (Shah et al., ICLR 2021).
+//
+// Every planner here answers the same question: given a graph, a budget in
+// bytes for the final arena (after ordering and allocation, not only the
+// live-bytes bound) and a time limit, return the cheapest valid plan it finds
+// that fits, as a value: `optimal` when proven cheapest, `feasible`,
+// `infeasible` with the smallest memory any schedule needs and the op that
+// needs it, or `no_solution` when the limit came first.
+#pragma once
+
+#include <memplan/core/status.hpp>
+#include <memplan/plan/make_plan.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace memplan {
+
+/// What a rematerialization planner reports while it runs (at most about
+/// once a second; on the caller's thread).
+struct remat_progress {
+    std::string_view planner;      ///< which planner (in a portfolio: the one running)
+    std::uint64_t best_arena = 0;  ///< arena of the cheapest fitting plan so far; 0 while none
+    double best_overhead = 0;      ///< its compute overhead
+    double elapsed_seconds = 0;
+};
+
+struct remat_options {
+    /// The arena must not exceed this many bytes; max() means no limit.
+    std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
+    double time_limit_seconds = 10;
+    std::uint64_t alignment = 256; ///< every offset a multiple of it
+    std::function<void(const remat_progress&)> on_progress; ///< optional
+};
+
+/// The outcome of a planner. `planned` holds the plan (valid for the graph:
+/// planners check what they return with `check_plan` in tests) when
+/// `has_solution(status)`.
+template <class Size = std::uint64_t, class Id = std::uint32_t>
+struct basic_remat_result {
+    memplan::status status = memplan::status::error;
+    basic_planned<Size, Id> planned; ///< the plan, its allocator outcome and per-schedule bound
+    double cost = 0;                 ///< sum of step costs of the plan
+    double base_cost = 0;            ///< sum of costs of the store-all schedule (default variants, every op once)
+    Size budget = std::numeric_limits<Size>::max();
+    /// When infeasible: the smallest memory any schedule of the graph needs
+    /// (schedule-free bound) and the op that needs it.
+    Size min_memory = 0;
+    std::string min_memory_op;
+    std::string message;
+    double seconds = 0;
+    std::string planner; ///< which planner produced the plan (a portfolio names its member)
+
+    /// Overhead as anchors.md defines it: cost / store-all cost - 1.
+    double overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
+    Size arena() const noexcept { return planned.plan.arena_bytes; }
+};
+
+using remat_result = basic_remat_result<>;
+
+/// A rematerialization planner: a named policy with `plan(graph, options)`.
+template <class P, class Graph>
+concept RematPlannerLike = requires(const P& p, const Graph& g, const remat_options& o) {
+    { P::name } -> std::convertible_to<std::string_view>;
+    { p.plan(g, o) } -> std::same_as<basic_remat_result<typename Graph::size_type, typename Graph::id_type>>;
+};
+
+} // namespace memplan

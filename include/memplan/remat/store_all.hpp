@@ -1,0 +1,47 @@
+// The baseline: keep every forward tensor until its last use, run every op
+// once with its default variant. Its arena is what "no rematerialization"
+// costs; budgets given as a percentage are percentages of it.
+#pragma once
+
+#include <memplan/remat/recompute.hpp>
+#include <memplan/remat/remat.hpp>
+
+#include <chrono>
+#include <string_view>
+
+namespace memplan {
+
+struct store_all {
+    static constexpr std::string_view name = "store_all";
+
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
+                                                                               const remat_options& opt) const {
+        const auto t0 = std::chrono::steady_clock::now();
+        const remat_context<Graph> ctx(g);
+        return plan(ctx, opt, t0);
+    }
+
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+    plan(const remat_context<Graph>& ctx, const remat_options& opt,
+         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+        out.planner = std::string(name);
+        const auto s = ctx.schedule_of(ctx.keep_all());
+        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit_seconds / 2);
+        const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
+        const auto arena = planned.plan.arena_bytes;
+        detail::finish_remat_result(ctx, opt, std::move(planned), out); // kept for the figures even when over
+        if (fits) {
+            out.status = status::feasible;
+        } else {
+            detail::no_plan_within_budget(ctx, opt, out, name);
+            out.message += "; keeping everything needs " + std::to_string(arena) + " bytes";
+        }
+        out.seconds = detail::seconds_since(t0);
+        return out;
+    }
+};
+
+} // namespace memplan
