@@ -51,7 +51,7 @@ struct basic_variant {
     std::string name;
     double cost = 1.0;
     Size workspace = 0;     ///< scratch bytes needed only while the step runs
-    std::vector<Id> inputs; ///< tensors this variant reads; empty: all of the op's inputs
+    std::vector<Id> inputs{}; ///< tensors this variant reads; empty: all of the op's inputs
 };
 
 template <class Size = std::uint64_t>

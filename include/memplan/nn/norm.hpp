@@ -57,9 +57,14 @@ struct batch_norm {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
         ops.internals.push_back({"stats", {shape{2, channels}, element::f32}}); // (2, C): mean, invstd
-        ops.forward.push_back({"fwd", phase::forward, compute_kind::other,
-                               {slot::input(0), slot::param(0), slot::param(1), slot::state(0), slot::state(1)},
-                               {slot::output(), slot::internal(0)}, 8 * n, 0, {}, {}});
+        op_spec fwd{"fwd", phase::forward, compute_kind::other,
+                    {slot::input(0), slot::param(0), slot::param(1), slot::state(0), slot::state(1)},
+                    {slot::output(), slot::internal(0)}, 8 * n, 0, {}, {}};
+        // When the backward starts from y, x is not needed after the forward,
+        // which may then write y over x (in-place activated batch-norm, Rota
+        // Bulo et al., CVPR 2018): the statistics are taken before any write.
+        if (backward_from != saved_tensor::input) fwd.inplace.push_back({slot::input(0), slot::output()});
+        ops.forward.push_back(std::move(fwd));
         op_spec bwd{"bwd", phase::backward, compute_kind::other, {}, {slot::grad_input(0), slot::grad_param(0),
                     slot::grad_param(1)}, 12 * n, 0, {}, {}};
         const std::vector<slot> from_input{slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)};

@@ -69,7 +69,7 @@ struct impl_spec {
     std::string name;
     double time_factor = 1.0;
     std::uint64_t workspace_values = 0;
-    std::vector<slot> inputs; ///< what this implementation reads (a subset of the op's); empty: all
+    std::vector<slot> inputs{}; ///< what this implementation reads (a subset of the op's); empty: all
 };
 
 /// One op of a layer. Its graph name is "<layer>.<suffix>". Bytes moved are

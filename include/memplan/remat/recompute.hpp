@@ -6,8 +6,9 @@
 // The base order runs the forward ops as listed, then the backward ops as
 // listed with each optimizer update moved to right after its gradient is
 // complete (its gradient dies at once instead of surviving the backward).
-// A tensor that is not kept dies after its last forward read; when an op of
-// the backward part needs it, its producer runs again just before, after the
+// A tensor that is not kept dies after its last forward read (as does every
+// forward tensor no later op reads); when an op of the backward part needs
+// it, its producer runs again just before, after the
 // producers of any of its own inputs that are gone too (Chen et al. 2016's
 // segment recomputation, on any DAG). A recomputed tensor then lives until
 // its last read: each dropped tensor is recomputed at most once.
@@ -92,15 +93,23 @@ public:
         for (auto t : g.outputs()) is_output[t] = 1;
         std::vector<std::size_t> pos(n, 0);
         for (std::size_t i = 0; i < n; ++i) pos[order_[i]] = i;
+        forward_temp_.assign(g.num_tensors(), 0);
         for (std::size_t t = 0; t < g.num_tensors(); ++t) {
             const auto p = index_.producer[t];
             if (p == Graph::npos || g.op(p).phase != phase::forward || g.tensor(static_cast<id_type>(t)).persistent ||
                 is_output[t])
                 continue;
+            forward_temp_[t] = 1;
             for (auto c : index_.consumers[t])
                 if (pos[c] >= boundary_) droppable_[t] = 1;
         }
         base_cost_ = schedule_cost(g, default_schedule(g));
+        for (std::size_t o = 0; o < n; ++o) {
+            const auto& op = g.op(static_cast<id_type>(o));
+            double c = op.variants.empty() ? op.cost : op.variants.front().cost;
+            for (const auto& v : op.variants) c = std::min(c, v.cost);
+            fastest_cost_ += c;
+        }
     }
 
     const Graph& graph() const noexcept { return g_; }
@@ -112,6 +121,8 @@ public:
     bool droppable(id_type t) const { return droppable_[t] != 0; }
     /// Cost of the store-all schedule: every op once, default variants.
     double base_cost() const noexcept { return base_cost_; }
+    /// Every op once, each as its fastest variant: no plan costs less.
+    double fastest_cost() const noexcept { return fastest_cost_; }
 
     /// Keep everything; default variants.
     remat_choice<Graph> keep_all() const {
@@ -161,7 +172,7 @@ public:
         for (std::size_t i = 0; i < order_.size(); ++i) {
             if (i == boundary_)
                 for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-                    if (droppable_[t] && !c.keep[t]) avail[t] = 0;
+                    if (forward_temp_[t] && (!droppable_[t] || !c.keep[t])) avail[t] = 0;
             const auto o = order_[i];
             if (i >= boundary_) ensure_reads(o);
             emit(o);
@@ -207,7 +218,9 @@ private:
     std::vector<id_type> order_;
     std::size_t boundary_ = 0;
     std::vector<char> droppable_;
+    std::vector<char> forward_temp_; ///< made by a forward op, neither persistent nor a graph output
     double base_cost_ = 0;
+    double fastest_cost_ = 0;
 };
 
 /// Places the buffers of schedule `s`: the best heuristic, then, when that
@@ -243,6 +256,7 @@ void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& o
                          basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out) {
     out.cost = schedule_cost(ctx.graph(), planned.plan.steps);
     out.base_cost = ctx.base_cost();
+    out.fastest_cost = ctx.fastest_cost();
     out.budget = static_cast<typename Graph::size_type>(opt.budget);
     out.planned = std::move(planned);
 }

@@ -50,6 +50,7 @@ struct basic_remat_result {
     basic_planned<Size, Id> planned; ///< the plan, its allocator outcome and per-schedule bound
     double cost = 0;                 ///< sum of step costs of the plan
     double base_cost = 0;            ///< sum of costs of the store-all schedule (default variants, every op once)
+    double fastest_cost = 0;         ///< the same with every op's fastest variant: what no plan can beat
     Size budget = std::numeric_limits<Size>::max();
     /// When infeasible: the smallest memory any schedule of the graph needs
     /// (schedule-free bound) and the op that needs it.
@@ -61,6 +62,11 @@ struct basic_remat_result {
 
     /// Overhead as anchors.md defines it: cost / store-all cost - 1.
     double overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
+    /// Overhead against store-all run with every op's fastest variant: the
+    /// price of recomputation and of slower, leaner variants alone (never
+    /// negative). `overhead()` may be negative when the default variants are
+    /// not the fastest.
+    double strict_overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
     Size arena() const noexcept { return planned.plan.arena_bytes; }
 };
 

@@ -1,0 +1,229 @@
+// Checkmate (Jain et al., MLSys 2020) as a memplan planner: which forward
+// tensors each backward stage keeps (S) and which forward ops it recomputes
+// (R), by the MILP of remat/detail/checkmate_model.hpp, through any
+// `SolverLike` backend. Small models are solved exactly; large ones (the
+// zoo: O(stages x ops) binaries) by Checkmate's LP relaxation at 0.9 x the
+// budget, with S rounded at a few thresholds and R derived from S. Every
+// schedule is placed (`place_within`) and the budget is met by the ARENA;
+// when fragmentation pushes it over, the MILP budget shrinks by the excess.
+// Default variants only (the `joint` planner chooses variants).
+#pragma once
+
+#include <memplan/remat/detail/checkmate_model.hpp>
+#include <memplan/remat/recompute.hpp>
+#include <memplan/remat/remat.hpp>
+#include <memplan/solver/model.hpp>
+#include <memplan/solver/solver.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memplan {
+
+template <SolverLike S>
+struct checkmate {
+    static constexpr std::string_view name = "checkmate";
+
+    S solver{};
+    /// Models with at most this many binaries are solved as MILPs; larger
+    /// ones by the LP relaxation and rounding.
+    std::size_t exact_max_binaries = 3000;
+    /// The LP relaxation is built with at most about this many columns:
+    /// backward groups are merged into fewer stages until it fits.
+    std::size_t lp_max_columns = 120000;
+    /// Checkmate's deterministic rounding: S is rounded at each of these thresholds.
+    std::vector<double> thresholds{0.5, 0.3, 0.7, 0.2, 0.8, 0.1, 0.9, 0.4, 0.6, 0.05};
+    /// Fractions of the budget the LP is solved at, in order, until a plan fits.
+    std::vector<double> lp_budget_factors{0.9, 1.0, 0.8, 0.7, 0.6, 0.5};
+
+    /// Plans `g` within `opt.budget` bytes of arena; see the file comment.
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
+                                                                               const remat_options& opt) const {
+        const auto t0 = std::chrono::steady_clock::now();
+        const remat_context<Graph> ctx(g);
+        return plan(ctx, opt, t0);
+    }
+
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+    plan(const remat_context<Graph>& ctx, const remat_options& opt,
+         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+        using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+        using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
+        const Graph& g = ctx.graph();
+        result_type out;
+        out.planner = std::string(name);
+        auto left = [&] { return opt.time_limit_seconds - detail::seconds_since(t0); };
+        auto exact_seconds = [&] { return std::clamp(left() / 20, 0.0, 2.0); };
+
+        // Keeping everything costs nothing extra: when it fits, it is optimal.
+        {
+            auto planned = place_within(g, ctx.schedule_of(ctx.keep_all()), opt.budget, opt.alignment, exact_seconds());
+            if (has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget) {
+                detail::finish_remat_result(ctx, opt, std::move(planned), out);
+                out.status = status::optimal;
+                out.message = "keeping every tensor fits";
+                out.seconds = detail::seconds_since(t0);
+                return out;
+            }
+        }
+        if (opt.budget < ctx.min_memory().first) {
+            detail::no_plan_within_budget(ctx, opt, out, name);
+            out.seconds = detail::seconds_since(t0);
+            return out;
+        }
+
+        bool have = false;
+        std::string notes;
+        auto offer = [&](planned_type planned) {
+            if (!has_solution(planned.status) || planned.plan.arena_bytes > opt.budget) return false;
+            const double cost = schedule_cost(g, planned.plan.steps);
+            if (have && cost >= out.cost) return false;
+            detail::finish_remat_result(ctx, opt, std::move(planned), out);
+            have = true;
+            if (opt.on_progress)
+                opt.on_progress({name, out.arena(), out.overhead(), detail::seconds_since(t0)});
+            return true;
+        };
+
+        auto layout = detail::make_checkmate_layout(g, ctx.index(), ctx.base_order(), ctx.boundary(), 0);
+        auto size = detail::checkmate_model_size(g, layout);
+        bool proven = false;
+        if (size.first <= exact_max_binaries * 3) {
+            proven = solve_exact(ctx, layout, opt, t0, offer, notes);
+        }
+        if (!have && left() > 0) {
+            // Merge backward groups until the relaxation is small enough.
+            std::size_t stages = layout.stages();
+            while (size.first > lp_max_columns && stages > 3) {
+                stages = std::max<std::size_t>(3, stages * 3 / 4);
+                layout = detail::make_checkmate_layout(g, ctx.index(), ctx.base_order(), ctx.boundary(), stages);
+                size = detail::checkmate_model_size(g, layout);
+            }
+            if (size.first > lp_max_columns) {
+                notes += (notes.empty() ? "" : "; ") + std::string("LP relaxation too large (about ") +
+                         std::to_string(size.first) + " columns with " + std::to_string(layout.stages()) + " stages)";
+            } else {
+                solve_relaxation(ctx, layout, opt, t0, offer, notes);
+            }
+        }
+
+        if (have) {
+            out.status = proven ? status::optimal : status::feasible;
+            out.message = notes;
+        } else {
+            detail::no_plan_within_budget(ctx, opt, out, name);
+            if (!notes.empty()) out.message += " (" + notes + ")";
+        }
+        out.seconds = detail::seconds_since(t0);
+        return out;
+    }
+
+private:
+    template <class Graph>
+    static std::vector<std::vector<char>> keep_of(const Graph& g, const detail::checkmate_layout<Graph>& L,
+                                                  const detail::checkmate_milp& cm, const std::vector<double>& x,
+                                                  double threshold) {
+        std::vector<std::vector<char>> keep(L.stages() + 1, std::vector<char>(g.num_tensors(), 0));
+        for (std::size_t t = 0; t < cm.s_col.size() && t < keep.size(); ++t)
+            for (std::size_t v = 0; v < g.num_tensors(); ++v)
+                if (cm.s_col[t][v] != detail::cm_none) keep[t][v] = x[cm.s_col[t][v]] >= threshold;
+        return keep;
+    }
+
+    /// The MILP, re-solved with a smaller budget while fragmentation keeps
+    /// the arena above the budget. True when the plan it gave is optimal.
+    template <class Graph, class Offer>
+    bool solve_exact(const remat_context<Graph>& ctx, const detail::checkmate_layout<Graph>& L,
+                     const remat_options& opt, std::chrono::steady_clock::time_point t0, Offer& offer,
+                     std::string& notes) const {
+        const Graph& g = ctx.graph();
+        std::uint64_t milp_budget = opt.budget;
+        for (int round = 0; round < 6; ++round) {
+            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
+            if (left <= 0) break;
+            const auto cm = detail::build_checkmate_milp(g, L, milp_budget, true);
+            solve_options so;
+            so.time_limit_seconds = left * 0.7;
+            const auto r = solver.solve(cm.model, so);
+            notes = "MILP: " + std::to_string(cm.binaries) + " binaries, " + std::to_string(cm.model.columns.size()) +
+                    " columns, " + std::to_string(cm.model.rows.size()) + " rows, " + std::string(to_string(r.status)) +
+                    " in " + std::to_string(r.seconds) + " s";
+            if (!r.message.empty() && !has_solution(r.status)) notes += " (" + r.message + ")";
+            if (!has_solution(r.status)) return false;
+            const auto s = detail::checkmate_schedule(g, L, keep_of(g, L, cm, r.values, 0.5));
+            auto planned = place_within(g, s, opt.budget, opt.alignment,
+                                        std::clamp((opt.time_limit_seconds - detail::seconds_since(t0)) / 10, 0.0, 2.0));
+            if (!has_solution(planned.status)) return false;
+            const auto arena = planned.plan.arena_bytes;
+            if (arena <= opt.budget) {
+                offer(std::move(planned));
+                return r.status == status::optimal && milp_budget == opt.budget;
+            }
+            // Ask for less by what the placement lost.
+            // Doubling each round: the model's slack (see checkmate_model.hpp)
+            // may need more than the first excess to close.
+            const std::uint64_t excess = (arena - opt.budget + opt.alignment) << round;
+            if (excess >= milp_budget) break;
+            milp_budget -= excess;
+            notes += "; arena " + std::to_string(arena) + " over budget, MILP budget lowered to " +
+                     std::to_string(milp_budget);
+        }
+        return false;
+    }
+
+    /// Checkmate's LP relaxation and deterministic rounding.
+    template <class Graph, class Offer>
+    void solve_relaxation(const remat_context<Graph>& ctx, const detail::checkmate_layout<Graph>& L,
+                          const remat_options& opt, std::chrono::steady_clock::time_point t0, Offer& offer,
+                          std::string& notes) const {
+        const Graph& g = ctx.graph();
+        std::set<std::vector<std::pair<typename Graph::id_type, typename Graph::id_type>>> tried;
+        bool found = false;
+        std::string log;
+        for (std::size_t f = 0; f < lp_budget_factors.size(); ++f) {
+            const double factor = lp_budget_factors[f];
+            if (found && factor < 1.0) break; // a lower budget only costs more
+            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
+            if (left <= 0.5) break;
+            const auto lp_budget = static_cast<std::uint64_t>(static_cast<double>(opt.budget) * factor);
+            const auto cm = detail::build_checkmate_milp(g, L, lp_budget, false);
+            solve_options so;
+            so.time_limit_seconds = left * 0.8;
+            const auto r = solver.solve(cm.model, so);
+            log += (log.empty() ? "" : "; ") + std::string("LP at ") + std::to_string(factor) + " x budget: " +
+                   std::to_string(cm.model.columns.size()) + " columns, " + std::to_string(cm.model.rows.size()) +
+                   " rows, " + std::to_string(L.stages()) + " stages, " + std::string(to_string(r.status)) + " in " +
+                   std::to_string(r.seconds) + " s";
+            if (!has_solution(r.status)) {
+                if (r.status == status::no_solution) break; // out of time
+                continue;
+            }
+            std::size_t fits = 0;
+            for (double th : thresholds) {
+                if (opt.time_limit_seconds - detail::seconds_since(t0) <= 0) break;
+                const auto s = detail::checkmate_schedule(g, L, keep_of(g, L, cm, r.values, th));
+                std::vector<std::pair<typename Graph::id_type, typename Graph::id_type>> key;
+                for (const auto& st : s) key.push_back({st.op, st.variant});
+                if (!tried.insert(key).second) continue;
+                if (schedule_lower_bound(g, s) > opt.budget) continue;
+                auto planned =
+                    place_within(g, s, opt.budget, opt.alignment,
+                                 std::clamp((opt.time_limit_seconds - detail::seconds_since(t0)) / 20, 0.0, 1.0));
+                if (has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget) ++fits;
+                if (offer(std::move(planned))) found = true;
+            }
+            log += ", " + std::to_string(fits) + " rounded plans fit";
+        }
+        notes += (notes.empty() ? "" : "; ") + log;
+    }
+};
+
+} // namespace memplan

@@ -1,0 +1,487 @@
+// `joint`: checkpointing together with operator implementations, after
+// MONeT (Shah et al., ICLR 2021): which forward tensors to keep and, for
+// every op, which variant runs (convolution algorithm and its workspace,
+// batch-norm backward from its input or its output, ReLU backward from its
+// output or a 1-bit mask), under a budget on the final arena.
+//
+// The formulation is ours, a peak-driven descent with exact evaluation
+// instead of one large MILP: start from everything kept and the fastest
+// variant of every op (which may cost less than the store-all schedule);
+// while the live-bytes profile of the schedule exceeds the target, look at
+// the peak step, list the moves that can lower it (drop a kept tensor live
+// there; switch an op to a variant that reads less or needs less scratch),
+// estimate bytes-per-cost for each, evaluate the most promising ones
+// exactly (schedule with recomputation, liveness, profile) and apply the one
+// that removes the most excess (bytes above the target, summed over steps)
+// per unit of added cost. Then allocate; if fragmentation pushes the arena
+// over the budget, lower the target by the difference and continue. Last, a
+// polishing pass re-keeps dropped tensors and restores fast variants where
+// the plan still fits, most expensive recomputation first.
+#pragma once
+
+#include <memplan/plan/bounds.hpp>
+#include <memplan/remat/recompute.hpp>
+#include <memplan/remat/remat.hpp>
+#include <memplan/schedule/liveness.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace memplan {
+
+struct joint {
+    static constexpr std::string_view name = "joint";
+    std::size_t trials_per_step = 24; ///< moves evaluated exactly at each descent step
+    double cost_exponent = 1.0;       ///< a move's worth: bytes removed / (cost added)^exponent
+    bool lean_start = true;           ///< start from the variants that read least (else the fastest)
+    double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
+
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
+                                                                               const remat_options& opt) const {
+        const auto t0 = std::chrono::steady_clock::now();
+        const remat_context<Graph> ctx(g);
+        return plan(ctx, opt, t0);
+    }
+
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+    plan(const remat_context<Graph>& ctx, const remat_options& opt,
+         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const;
+};
+
+namespace detail {
+
+template <class Graph>
+class joint_search {
+public:
+    using id_type = typename Graph::id_type;
+    using size_type = typename Graph::size_type;
+    using choice_type = remat_choice<Graph>;
+    using planned_type = basic_planned<size_type, id_type>;
+
+    struct evaluation {
+        basic_schedule<id_type> schedule;
+        std::vector<size_type> live; ///< bytes live per step
+        size_type peak = 0;
+        std::size_t peak_step = 0;
+        double cost = 0;
+        long double excess = 0; ///< bytes above the target, summed over steps
+    };
+
+    joint_search(const remat_context<Graph>& ctx, const remat_options& opt, std::chrono::steady_clock::time_point t0,
+                 std::size_t trials, double exponent)
+        : ctx_(ctx), g_(ctx.graph()), opt_(opt), t0_(t0), trials_(trials), exponent_(exponent) {}
+
+    bool out_of_time() const { return seconds_since(t0_) >= opt_.time_limit_seconds; }
+
+    evaluation evaluate(const choice_type& c, size_type target) const {
+        evaluation e;
+        e.schedule = ctx_.schedule_of(c);
+        const auto live = compute_liveness(g_, e.schedule);
+        e.live = live_bytes(live.buffers, live.alias_of, e.schedule.size());
+        for (std::size_t i = 0; i < e.live.size(); ++i) {
+            if (e.live[i] > e.peak) {
+                e.peak = e.live[i];
+                e.peak_step = i;
+            }
+            if (e.live[i] > target) e.excess += static_cast<long double>(e.live[i] - target);
+        }
+        e.cost = schedule_cost(g_, e.schedule);
+        return e;
+    }
+
+    /// The fastest variant of every op, everything kept.
+    choice_type fastest() const {
+        auto c = ctx_.keep_all();
+        for (std::size_t o = 0; o < g_.num_ops(); ++o) {
+            const auto& op = g_.op(static_cast<id_type>(o));
+            for (std::size_t v = 0; v < op.variants.size(); ++v)
+                if (op.variants[v].cost < op.variants[c.variant[o]].cost) c.variant[o] = static_cast<id_type>(v);
+        }
+        return c;
+    }
+
+    /// Everything kept; each op runs the fastest of its variants that read
+    /// the fewest bytes of forward tensors its producer did not just write
+    /// in place (so that a batch-norm reads its own output, which it may
+    /// write over its input, rather than its input).
+    choice_type lean() const {
+        auto c = ctx_.keep_all();
+        auto weight = [&](id_type o, id_type v) {
+            double w = 0;
+            for (auto t : g_.reads_of(o, v))
+                if (ctx_.droppable(t)) {
+                    const auto p = ctx_.index().producer[t];
+                    bool overwrites_input = false;
+                    for (auto [x, y] : g_.op(p).inplace) overwrites_input = overwrites_input || y == t;
+                    w += overwrites_input ? 0.5 * double(g_.tensor(t).bytes) : double(g_.tensor(t).bytes);
+                }
+            return w;
+        };
+        for (std::size_t o = 0; o < g_.num_ops(); ++o) {
+            const auto id = static_cast<id_type>(o);
+            const auto& op = g_.op(id);
+            for (std::size_t v = 0; v < op.variants.size(); ++v) {
+                const auto cv = static_cast<id_type>(v);
+                const double wv = weight(id, cv), wc = weight(id, c.variant[o]);
+                if (wv < wc || (wv == wc && op.variants[v].cost < op.variants[c.variant[o]].cost)) c.variant[o] = cv;
+            }
+        }
+        return c;
+    }
+
+    /// Descends from `c` until the live-bytes peak is at most `target` or no
+    /// move helps. Returns false when it got stuck or ran out of time.
+    bool descend(choice_type& c, size_type target, id_type protect = Graph::npos) const {
+        auto cur = evaluate(c, target);
+        // Moves found useless are not tried again for a while: variant
+        // switches that free nothing would otherwise crowd out the rest.
+        std::vector<std::uint64_t> useless;
+        std::size_t iteration = 0;
+        bool retried = false;
+        while (cur.peak > target) {
+            if (out_of_time()) return false;
+            if (++iteration % 64 == 0) useless.clear();
+            auto moves = candidate_moves(c, cur);
+            if (protect != Graph::npos)
+                std::erase_if(moves, [&](const move& m) {
+                    return m.kind == move::drop_tensor && (m.id == protect || m.id2 == protect);
+                });
+            const auto all = moves;
+            std::erase_if(moves, [&](const move& m) {
+                return std::find(useless.begin(), useless.end(), key(m)) != useless.end();
+            });
+            if (moves.empty() && !useless.empty()) { // what was useless may help now
+                useless.clear();
+                moves = all;
+            }
+            // Half the trials for the best drops, half for the best switches.
+            std::stable_partition(moves.begin(), moves.end(), [](const move& m) { return m.kind == move::drop_tensor; });
+            {
+                const auto drops = static_cast<std::size_t>(std::count_if(
+                    moves.begin(), moves.end(), [](const move& m) { return m.kind == move::drop_tensor; }));
+                const std::size_t take_drops = std::min(drops, std::max(trials_ / 2, trials_ - (moves.size() - drops)));
+                const std::size_t take_switches = std::min(moves.size() - drops, trials_ - take_drops);
+                std::vector<move> picked(moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(take_drops));
+                picked.insert(picked.end(), moves.begin() + static_cast<std::ptrdiff_t>(drops),
+                              moves.begin() + static_cast<std::ptrdiff_t>(drops + take_switches));
+                moves = std::move(picked);
+            }
+            if (moves.empty()) return false;
+            const std::size_t n = std::min(trials_, moves.size());
+            std::size_t best = moves.size();
+            double best_score = -1;
+            evaluation best_eval;
+            for (std::size_t k = 0; k < n; ++k) {
+                apply(c, moves[k]);
+                auto e = evaluate(c, target);
+                undo(c, moves[k]);
+                const long double gain = cur.excess - e.excess;
+                if (gain <= 0) {
+                    useless.push_back(key(moves[k]));
+                    continue;
+                }
+                const double added = std::max(e.cost - cur.cost, 1e-9 * std::max(1.0, cur.cost));
+                const double score = static_cast<double>(gain) / std::pow(added, exponent_);
+                if (score > best_score) {
+                    best_score = score;
+                    best = k;
+                    best_eval = std::move(e);
+                }
+            }
+            if (best == moves.size()) {
+                if (retried) return false;
+                retried = true; // once more with every move allowed
+                useless.clear();
+                continue;
+            }
+            retried = false;
+            apply(c, moves[best]);
+            cur = std::move(best_eval);
+        }
+        return true;
+    }
+
+    /// Re-keeps dropped tensors and restores faster variants while the peak
+    /// stays at most `target`, the biggest saving first.
+    void polish(choice_type& c, size_type target) const {
+        auto cur = evaluate(c, target);
+        std::vector<move> undo_moves;
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+            if (!c.keep[t]) undo_moves.push_back({move::keep_tensor, static_cast<id_type>(t), 0, 0});
+        const auto fast = fastest();
+        for (std::size_t o = 0; o < g_.num_ops(); ++o)
+            if (c.variant[o] != fast.variant[o])
+                undo_moves.push_back({move::set_variant, static_cast<id_type>(o), fast.variant[o], c.variant[o]});
+        // Most expensive recomputation (or slowest variant) first.
+        auto saving = [&](const move& m) {
+            if (m.kind == move::keep_tensor) return g_.cost_of(ctx_.index().producer[m.id],
+                                                               c.variant[ctx_.index().producer[m.id]]);
+            return g_.cost_of(m.id, m.old_variant) - g_.cost_of(m.id, m.variant);
+        };
+        std::stable_sort(undo_moves.begin(), undo_moves.end(),
+                         [&](const move& a, const move& b) { return saving(a) > saving(b); });
+        for (const auto& m : undo_moves) {
+            if (out_of_time()) return;
+            apply(c, m);
+            auto e = evaluate(c, target);
+            if (e.peak <= target && e.cost <= cur.cost) cur = std::move(e);
+            else undo(c, m);
+        }
+    }
+
+    /// Large-neighbourhood improvement of a fitting choice: keep one dropped
+    /// tensor again (the most expensive recomputation first), descend back
+    /// under the target without dropping it, and accept when the plan got
+    /// cheaper. `accept(choice)` allocates and says whether it fits.
+    template <class Accept>
+    void improve(choice_type& c, size_type target, Accept&& accept) const {
+        double cur_cost = evaluate(c, target).cost;
+        for (bool improved = true; improved && !out_of_time();) {
+            improved = false;
+            std::vector<std::pair<double, id_type>> dropped;
+            for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+                if (!c.keep[t]) {
+                    const auto p = ctx_.index().producer[t];
+                    dropped.push_back({g_.cost_of(p, c.variant[p]), static_cast<id_type>(t)});
+                }
+            std::stable_sort(dropped.begin(), dropped.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+            for (const auto& [_, t] : dropped) {
+                if (out_of_time()) return;
+                if (c.keep[t]) continue;
+                auto trial = c;
+                trial.keep[t] = 1;
+                if (!descend(trial, target, t)) continue;
+                polish(trial, target);
+                const double cost = evaluate(trial, target).cost;
+                if (cost < cur_cost * (1 - 1e-9) && accept(trial)) {
+                    c = std::move(trial);
+                    cur_cost = cost;
+                    improved = true;
+                }
+            }
+        }
+    }
+
+private:
+    struct move;
+    static std::uint64_t key(const move& m) {
+        return (std::uint64_t(m.kind) << 62) ^ (std::uint64_t(m.id) << 20) ^ std::uint64_t(m.variant) ^
+               (std::uint64_t(m.id2) << 40);
+    }
+
+    struct move {
+        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant } kind = drop_tensor;
+        id_type id = 0;          ///< tensor or op
+        id_type variant = 0;     ///< set_variant: the new variant
+        id_type old_variant = 0; ///< set_variant: the variant before
+        double score = 0;        ///< estimate: bytes saved per cost added
+        id_type id2 = Graph::npos; ///< drop_tensor: a second tensor dropped with the first
+    };
+
+    void apply(choice_type& c, const move& m) const {
+        switch (m.kind) {
+        case move::drop_tensor:
+            c.keep[m.id] = 0;
+            if (m.id2 != Graph::npos) c.keep[m.id2] = 0;
+            break;
+        case move::keep_tensor: c.keep[m.id] = 1; break;
+        case move::set_variant: c.variant[m.id] = m.variant; break;
+        }
+    }
+    void undo(choice_type& c, const move& m) const {
+        switch (m.kind) {
+        case move::drop_tensor:
+            c.keep[m.id] = 1;
+            if (m.id2 != Graph::npos) c.keep[m.id2] = 1;
+            break;
+        case move::keep_tensor: c.keep[m.id] = 0; break;
+        case move::set_variant: c.variant[m.id] = m.old_variant; break;
+        }
+    }
+
+    /// Moves that can lower the bytes live at the peak step, best estimate
+    /// first: drop a kept tensor live across it; switch an op that reads such
+    /// a tensor to a variant that does not; switch the peak op to a variant
+    /// with less workspace.
+    std::vector<move> candidate_moves(const choice_type& c, const evaluation& cur) const {
+        const std::size_t p = cur.peak_step;
+        const auto live = compute_liveness(g_, cur.schedule);
+        const auto& s = cur.schedule;
+        const auto& pop = g_.op(s[p].op);
+        const auto& reads_p = g_.reads_of(s[p].op, s[p].variant);
+        std::vector<move> moves;
+        std::vector<char> seen_op(g_.num_ops(), 0);
+        for (const auto& b : live.buffers) {
+            if (b.is_workspace() || b.first > p || b.last < p) continue;
+            const auto t = b.tensor;
+            if (!ctx_.droppable(t) || !c.keep[t]) continue;
+            if (std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end()) continue;
+            if (std::find(pop.outputs.begin(), pop.outputs.end(), t) != pop.outputs.end()) continue;
+            const auto prod = ctx_.index().producer[t];
+            // Recomputing t runs its producer again, and the producers of its
+            // inputs that are gone too (one level is a fair estimate).
+            double est = g_.cost_of(prod, c.variant[prod]);
+            for (auto u : g_.reads_of(prod, c.variant[prod]))
+                if (ctx_.droppable(u) && !c.keep[u]) est += g_.cost_of(ctx_.index().producer[u], c.variant[ctx_.index().producer[u]]);
+            moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est, 1e-12)});
+            // When t was written over its producer's input in place, that
+            // input must go too, or it stays alive to recompute t from.
+            for (auto [x, y] : g_.op(prod).inplace)
+                if (y == t && ctx_.droppable(x) && c.keep[x]) {
+                    const auto px = ctx_.index().producer[x];
+                    const double est2 = est + g_.cost_of(px, c.variant[px]);
+                    moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est2, 1e-12), x});
+                }
+            // A reader of t switching to a variant that does not read it
+            // frees t only when no other later reader remains.
+            std::size_t later_readers = 0;
+            id_type only = Graph::npos;
+            for (auto r : ctx_.index().consumers[t]) {
+                if (g_.op(r).phase == phase::forward) continue;
+                const auto& rr = g_.reads_of(r, c.variant[r]);
+                if (std::find(rr.begin(), rr.end(), t) != rr.end() && r != only) {
+                    ++later_readers;
+                    only = r;
+                }
+            }
+            if (later_readers != 1) continue;
+            for (auto r : ctx_.index().consumers[t]) {
+                if (r != only || seen_op[r]) continue;
+                const auto& op = g_.op(r);
+                for (std::size_t v = 0; v < op.variants.size(); ++v) {
+                    if (v == c.variant[r]) continue;
+                    const auto& rv = g_.reads_of(r, static_cast<id_type>(v));
+                    if (std::find(rv.begin(), rv.end(), t) != rv.end()) continue;
+                    const double extra = std::max(0.0, g_.cost_of(r, static_cast<id_type>(v)) - g_.cost_of(r, c.variant[r]));
+                    moves.push_back({move::set_variant, r, static_cast<id_type>(v), c.variant[r],
+                                     double(b.bytes) / std::max(extra, 1e-12)});
+                    seen_op[r] = 1;
+                }
+            }
+        }
+        // Less scratch at the peak op.
+        if (s[p].has_variant()) {
+            const auto o = s[p].op;
+            const auto ws = g_.workspace_of(o, s[p].variant);
+            for (std::size_t v = 0; v < pop.variants.size(); ++v) {
+                if (pop.variants[v].workspace >= ws) continue;
+                const double extra = std::max(0.0, pop.variants[v].cost - g_.cost_of(o, s[p].variant));
+                moves.push_back({move::set_variant, o, static_cast<id_type>(v), c.variant[o],
+                                 double(ws - pop.variants[v].workspace) / std::max(extra, 1e-12)});
+            }
+        }
+        std::stable_sort(moves.begin(), moves.end(), [](const move& a, const move& b) { return a.score > b.score; });
+        return moves;
+    }
+
+    const remat_context<Graph>& ctx_;
+    const Graph& g_;
+    const remat_options& opt_;
+    std::chrono::steady_clock::time_point t0_;
+    std::size_t trials_;
+    double exponent_;
+};
+
+} // namespace detail
+
+template <class Graph>
+basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chrono::steady_clock::time_point t0) const {
+    using size_type = typename Graph::size_type;
+    basic_remat_result<size_type, typename Graph::id_type> out;
+    out.planner = std::string(name);
+    const auto& g = ctx.graph();
+    const auto need = ctx.min_memory();
+    if (opt.budget < need.first) {
+        detail::no_plan_within_budget(ctx, opt, out, name);
+        out.seconds = detail::seconds_since(t0);
+        return out;
+    }
+    detail::joint_search<Graph> search(ctx, opt, t0, trials_per_step, cost_exponent);
+    const size_type budget =
+        static_cast<size_type>(std::min<std::uint64_t>(opt.budget, std::numeric_limits<size_type>::max()));
+    bool found = false;
+    basic_planned<size_type, typename Graph::id_type> best;
+    double best_cost = 0;
+    remat_choice<Graph> best_choice;
+    size_type best_target = budget;
+    auto report = [&] {
+        if (!opt.on_progress) return;
+        remat_progress pr;
+        pr.planner = name;
+        pr.best_arena = found ? best.plan.arena_bytes : 0;
+        pr.best_overhead = found ? best_cost / ctx.base_cost() - 1.0 : 0.0;
+        pr.elapsed_seconds = detail::seconds_since(t0);
+        opt.on_progress(pr);
+    };
+    auto consider = [&](basic_planned<size_type, typename Graph::id_type>& planned) {
+        if (!has_solution(planned.status) || planned.plan.arena_bytes > opt.budget) return false;
+        const double cost = schedule_cost(g, planned.plan.steps);
+        if (found && cost >= best_cost) return false;
+        best = std::move(planned);
+        best_cost = cost;
+        found = true;
+        report();
+        return true;
+    };
+    // From each start (the leanest variants, then the fastest): descend,
+    // allocate, and tighten the target by what fragmentation added.
+    std::vector<remat_choice<Graph>> starts;
+    if (lean_start) starts.push_back(search.lean());
+    starts.push_back(search.fastest());
+    for (auto& c : starts) {
+        size_type target = budget;
+        for (int round = 0; round < 8 && !search.out_of_time(); ++round) {
+            if (!search.descend(c, target)) break;
+            auto polished = c;
+            search.polish(polished, target);
+            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
+            auto planned = place_within(g, ctx.schedule_of(polished), opt.budget, opt.alignment,
+                                        std::min(2.0, std::max(0.0, left / 4)));
+            if (!has_solution(planned.status)) break;
+            const auto arena = planned.plan.arena_bytes;
+            if (arena <= opt.budget) {
+                if (consider(planned)) {
+                    best_choice = std::move(polished);
+                    best_target = target;
+                }
+                break;
+            }
+            const size_type over = arena - budget;
+            if (over >= target) break;
+            target -= std::max<size_type>(over, static_cast<size_type>(opt.alignment));
+        }
+    }
+    // Then spend the time left on cheaper plans under the same target.
+    if (found && improve_seconds > 0 && !search.out_of_time()) {
+        auto accept = [&](const remat_choice<Graph>& trial) {
+            const double rest = opt.time_limit_seconds - detail::seconds_since(t0);
+            auto p = place_within(g, ctx.schedule_of(trial), opt.budget, opt.alignment,
+                                  std::min(1.0, std::max(0.0, rest / 8)));
+            return consider(p);
+        };
+        auto limited = opt;
+        limited.time_limit_seconds = std::min(opt.time_limit_seconds, detail::seconds_since(t0) + improve_seconds);
+        detail::joint_search<Graph> improver(ctx, limited, t0, trials_per_step, cost_exponent);
+        improver.improve(best_choice, best_target, accept);
+    }
+    if (!found) {
+        detail::no_plan_within_budget(ctx, opt, out, name);
+        out.seconds = detail::seconds_since(t0);
+        return out;
+    }
+    detail::finish_remat_result(ctx, opt, std::move(best), out);
+    out.status = status::feasible;
+    out.seconds = detail::seconds_since(t0);
+    return out;
+}
+
+} // namespace memplan

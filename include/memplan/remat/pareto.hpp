@@ -1,0 +1,221 @@
+// The memory / compute trade-off of a rematerialization planner as a curve:
+// from the store-all arena down to the smallest budget at which the planner
+// still finds a plan. Bisection finds that smallest budget, then the planner
+// runs at budgets evenly spaced between it and store-all.
+//
+// Any plan found at one budget also fits every larger budget, so each point
+// reports the cheapest plan found so far that fits its budget (its own run's
+// or a tighter run's): the curve is a Pareto front, monotone by construction
+// even when a heuristic planner is not (lower budget -> overhead not lower).
+#pragma once
+
+#include <memplan/core/error.hpp>
+#include <memplan/io/atomic_file.hpp>
+#include <memplan/remat/recompute.hpp>
+#include <memplan/remat/remat.hpp>
+#include <memplan/remat/store_all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace memplan {
+
+/// One point of the curve.
+template <class Size = std::uint64_t, class Id = std::uint32_t>
+struct basic_pareto_point {
+    Size budget = 0; ///< the budget the planner was given
+    /// The cheapest plan found within `budget` by any run of the sweep (with
+    /// a solution), else this budget's own unsuccessful outcome.
+    basic_remat_result<Size, Id> result;
+    double seconds = 0;   ///< how long the planner ran at this budget
+    bool carried = false; ///< `result` comes from a run at a smaller budget that was cheaper than this one's
+};
+
+using pareto_point = basic_pareto_point<>;
+
+/// What the sweep reports after each planner run (on the caller's thread).
+struct pareto_progress {
+    std::string_view stage; ///< "store_all", "bisect" or "sweep"
+    std::uint64_t budget = 0;
+    bool found = false; ///< the run found a plan within `budget`
+    std::size_t runs = 0; ///< planner runs so far
+};
+
+struct pareto_options {
+    std::size_t points = 8;          ///< budgets on the curve, smallest feasible and store-all included; >= 2
+    double tolerance = 0.01;         ///< bisection stops within this fraction of the store-all arena
+    std::size_t max_bisection_steps = 12;
+    std::uint64_t alignment = 256;   ///< for the store-all run that sets the top of the curve
+    double store_all_time_limit = 10;
+    std::function<void(const pareto_progress&)> on_progress; ///< optional
+};
+
+/// Sweeps budgets for `plan_at`, any callable taking a budget in bytes and
+/// returning the planner's `basic_remat_result` for it. Returns the points
+/// by increasing budget; the last one is at the store-all arena. When the
+/// planner finds nothing even at the store-all arena, returns that one
+/// point. Throws `memplan::error` for `points < 2` or a bad tolerance.
+template <class Graph, class PlanAt>
+    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
+                                   std::uint64_t>
+std::vector<basic_pareto_point<typename Graph::size_type, typename Graph::id_type>>
+pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
+    using size_type = typename Graph::size_type;
+    using result_type = basic_remat_result<size_type, typename Graph::id_type>;
+    using point_type = basic_pareto_point<size_type, typename Graph::id_type>;
+    if (opt.points < 2) throw error("remat", "pareto sweep: points must be at least 2, got " + std::to_string(opt.points));
+    if (!(opt.tolerance > 0 && opt.tolerance < 1))
+        throw error("remat", "pareto sweep: tolerance must be in (0, 1)");
+
+    std::size_t runs = 0;
+    auto report = [&](std::string_view stage, std::uint64_t budget, bool found) {
+        if (opt.on_progress) opt.on_progress(pareto_progress{stage, budget, found, runs});
+    };
+
+    const remat_context<Graph> ctx(g);
+    remat_options top_opt;
+    top_opt.alignment = opt.alignment;
+    top_opt.time_limit_seconds = opt.store_all_time_limit;
+    const auto top_run = store_all{}.plan(ctx, top_opt);
+    if (!has_solution(top_run.status))
+        throw error("remat", "pareto sweep: graph '" + g.name() + "' has no store-all plan: " + top_run.message);
+    const std::uint64_t top = top_run.arena();
+    ++runs;
+    report("store_all", top, true);
+
+    // Every run with a plan that fits its budget: candidates for every budget >= its arena.
+    std::vector<result_type> found;
+    auto fits = [](const result_type& r) { return has_solution(r.status) && r.arena() <= r.budget; };
+    struct run_outcome {
+        result_type result;
+        double seconds;
+        bool ok;
+    };
+    auto run = [&](std::string_view stage, std::uint64_t budget) {
+        const auto t0 = std::chrono::steady_clock::now();
+        result_type r = plan_at(budget);
+        const double secs = detail::seconds_since(t0);
+        // A planner that ignores the budget field is still judged by it.
+        r.budget = static_cast<size_type>(budget);
+        const bool ok = fits(r);
+        ++runs;
+        report(stage, budget, ok);
+        if (ok) found.push_back(r);
+        return run_outcome{std::move(r), secs, ok};
+    };
+
+    auto top_outcome = run("sweep", top);
+    // Bisection between a budget known to fail and one known to succeed;
+    // nothing below the schedule-free bound can succeed.
+    std::uint64_t hi = top;
+    if (top_outcome.ok) {
+        const std::uint64_t floor_bytes = std::min<std::uint64_t>(ctx.min_memory().first, top);
+        const auto step_tolerance = std::max<std::uint64_t>(
+            1, static_cast<std::uint64_t>(opt.tolerance * static_cast<double>(top)));
+        std::uint64_t lo = floor_bytes; // not yet known to fail
+        if (lo < hi) {
+            if (run("bisect", lo).ok) hi = lo;
+        }
+        for (std::size_t step = 0; step < opt.max_bisection_steps && hi > lo && hi - lo > step_tolerance; ++step) {
+            const std::uint64_t mid = lo + (hi - lo) / 2;
+            if (run("bisect", mid).ok) hi = mid;
+            else lo = mid;
+        }
+    }
+
+    std::vector<std::uint64_t> budgets;
+    if (!top_outcome.ok) {
+        budgets.push_back(top);
+    } else {
+        for (std::size_t i = 0; i < opt.points; ++i) {
+            const double f = static_cast<double>(i) / static_cast<double>(opt.points - 1);
+            auto b = hi + static_cast<std::uint64_t>(f * static_cast<double>(top - hi));
+            if (i + 1 == opt.points) b = top;
+            if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
+        }
+    }
+
+    std::vector<std::pair<std::uint64_t, run_outcome>> outcomes;
+    for (auto b : budgets) {
+        if (b == top) outcomes.emplace_back(b, top_outcome);
+        else outcomes.emplace_back(b, run("sweep", b));
+    }
+
+    // The cheapest fitting plan per budget, among all runs of the sweep.
+    std::vector<point_type> out;
+    out.reserve(outcomes.size());
+    for (auto& [b, oc] : outcomes) {
+        point_type p;
+        p.budget = static_cast<size_type>(b);
+        p.seconds = oc.seconds;
+        const result_type* best = oc.ok ? &oc.result : nullptr;
+        for (const auto& r : found)
+            if (r.arena() <= b && (!best || r.cost < best->cost)) best = &r;
+        p.carried = best && best != &oc.result;
+        p.result = best ? *best : oc.result;
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+/// The smallest arena among points whose overhead is at most `overhead`
+/// (e.g. 0.10 for 10%); nullopt when none is that cheap.
+template <class Size, class Id>
+std::optional<Size> memory_at_overhead(const std::vector<basic_pareto_point<Size, Id>>& points, double overhead) {
+    std::optional<Size> best;
+    for (const auto& p : points)
+        if (has_solution(p.result.status) && p.result.overhead() <= overhead + 1e-12 &&
+            (!best || p.result.arena() < *best))
+            best = p.result.arena();
+    return best;
+}
+
+/// The curve as CSV: `budget_bytes,arena_bytes,overhead,planner,status,seconds`
+/// (overhead as a fraction; arena 0 and overhead empty where no plan).
+template <class Size, class Id>
+std::string pareto_csv(const std::vector<basic_pareto_point<Size, Id>>& points) {
+    std::string s = "budget_bytes,arena_bytes,overhead,planner,status,seconds\n";
+    char buf[64];
+    for (const auto& p : points) {
+        const bool ok = has_solution(p.result.status);
+        s += std::to_string(p.budget);
+        s += ',';
+        s += ok ? std::to_string(p.result.arena()) : std::string("0");
+        s += ',';
+        if (ok) {
+            const double o = p.result.overhead();
+            std::snprintf(buf, sizeof buf, "%.6f", std::abs(o) < 5e-7 ? 0.0 : o); // no "-0.000000" from rounding
+            s += buf;
+        }
+        s += ',';
+        // Planner names are identifiers; keep the CSV unquoted.
+        for (char c : p.result.planner) s += (c == ',' || c == '\n' || c == '"') ? '_' : c;
+        s += ',';
+        s += to_string(p.result.status);
+        s += ',';
+        std::snprintf(buf, sizeof buf, "%.3f", p.seconds);
+        s += buf;
+        s += '\n';
+    }
+    return s;
+}
+
+/// Writes `pareto_csv(points)` to `path` atomically; throws `memplan::error`
+/// ("io") naming the path on failure, leaving any existing file as it was.
+template <class Size, class Id>
+void write_pareto_csv(const std::filesystem::path& path, const std::vector<basic_pareto_point<Size, Id>>& points) {
+    write_file_atomically(path, pareto_csv(points));
+}
+
+} // namespace memplan

@@ -1,0 +1,155 @@
+// The `joint` planner and the keep-set machinery it shares with the others:
+// every plan passes the validator and fits its budget, recomputation happens
+// only for forward ops, a budget below what any schedule needs is reported as
+// infeasible with the op that needs it, and on a graph whose keep-less
+// variants are free the planner uses them before recomputing.
+#include "fixtures.hpp"
+#include "remat_graphs.hpp"
+
+#include <memplan/check/validator.hpp>
+#include <memplan/remat/joint.hpp>
+#include <memplan/remat/portfolio.hpp>
+#include <memplan/remat/store_all.hpp>
+#include <memplan/zoo/zoo.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+
+using namespace memplan;
+
+namespace {
+
+void expect_valid_fit(const graph& g, const remat_result& r) {
+    REQUIRE(has_solution(r.status));
+    const auto report = check_plan(g, r.planned.plan);
+    INFO(report.to_string());
+    CHECK(report.ok());
+    CHECK(r.arena() <= r.budget);
+    CHECK(r.cost == doctest::Approx(schedule_cost(g, r.planned.plan.steps)));
+}
+
+} // namespace
+
+TEST_CASE("remat.context.keep_all_is_the_store_all_schedule") {
+    std::mt19937_64 rng(7);
+    for (int round = 0; round < 20; ++round) {
+        const graph g = testing::random_remat_graph(rng);
+        const remat_context<graph> ctx(g);
+        const auto s = ctx.schedule_of(ctx.keep_all());
+        CHECK(s.size() == g.num_ops()); // nothing recomputed
+        CHECK(schedule_cost(g, s) == doctest::Approx(ctx.base_cost()));
+        const auto p = place_within(g, s, ~0ull, 256, 0);
+        CHECK(check_plan(g, p.plan).ok());
+    }
+}
+
+TEST_CASE("remat.context.dropping_recomputes_forward_ops_only") {
+    std::mt19937_64 rng(11);
+    for (int round = 0; round < 30; ++round) {
+        const graph g = testing::random_remat_graph(rng);
+        const remat_context<graph> ctx(g);
+        auto c = ctx.keep_all();
+        std::bernoulli_distribution coin(0.5);
+        for (std::size_t t = 0; t < g.num_tensors(); ++t)
+            if (ctx.droppable(static_cast<graph::id_type>(t)) && coin(rng)) c.keep[t] = 0;
+        const auto s = ctx.schedule_of(c);
+        std::vector<int> runs(g.num_ops(), 0);
+        for (const auto& st : s) ++runs[st.op];
+        for (std::size_t o = 0; o < g.num_ops(); ++o) {
+            CHECK(runs[o] >= 1);
+            if (g.op(static_cast<graph::id_type>(o)).phase != phase::forward) CHECK(runs[o] == 1);
+        }
+        CHECK(schedule_cost(g, s) >= ctx.base_cost() - 1e-9);
+        const auto p = place_within(g, s, ~0ull, 256, 0);
+        const auto report = check_plan(g, p.plan);
+        INFO(report.to_string());
+        CHECK(report.ok());
+    }
+}
+
+TEST_CASE("remat.context.rejects_a_choice_that_drops_what_cannot_be_recomputed") {
+    const graph g = testing::diamond_graph();
+    const remat_context<graph> ctx(g);
+    auto c = ctx.keep_all();
+    c.keep[*g.find_tensor("a")] = 0; // every op is forward and nothing is read after them
+    CHECK(testing::message_of([&] { (void)ctx.schedule_of(c); }).find("cannot be dropped") != std::string::npos);
+}
+
+TEST_CASE("remat.joint.random_graphs_fit_their_budgets") {
+    std::mt19937_64 rng(3);
+    int planned = 0;
+    for (int round = 0; round < 25; ++round) {
+        const graph g = testing::random_remat_graph(rng);
+        const auto all = store_all{}.plan(g, {});
+        REQUIRE(all.status == status::feasible);
+        for (double f : {1.0, 0.8, 0.6, 0.45}) {
+            remat_options o;
+            o.budget = static_cast<std::uint64_t>(double(all.arena()) * f);
+            o.time_limit_seconds = 5;
+            const auto r = joint{}.plan(g, o);
+            if (!has_solution(r.status)) {
+                // It may fail to find a plan, but it may only say infeasible with proof.
+                if (r.status == status::infeasible) CHECK(r.min_memory > o.budget);
+                continue;
+            }
+            expect_valid_fit(g, r);
+            ++planned;
+        }
+    }
+    CHECK(planned >= 60); // most budgets down to 45% are reachable on these graphs
+}
+
+TEST_CASE("remat.joint.infeasible_below_the_minimum_names_the_op") {
+    std::mt19937_64 rng(5);
+    const graph g = testing::random_remat_graph(rng);
+    const remat_context<graph> ctx(g);
+    const auto [need, op] = ctx.min_memory();
+    remat_options o;
+    o.budget = need - 1;
+    const auto r = joint{}.plan(g, o);
+    CHECK(r.status == status::infeasible);
+    CHECK(r.min_memory == need);
+    CHECK(r.message.find("'" + op + "'") != std::string::npos);
+    const auto s = store_all{}.plan(g, o);
+    CHECK(s.status == status::infeasible);
+}
+
+TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
+    zoo_options zo;
+    zo.batch = 16;
+    const graph g = zoo_graph("resnet18", zo);
+    const remat_context<graph> ctx(g);
+    const auto all = store_all{}.plan(ctx, {});
+    const auto need = ctx.min_memory().first;
+    REQUIRE(need < all.arena());
+    remat_options o;
+    o.budget = need + (all.arena() - need) / 10; // 10% of the way from the minimum to store-all
+    o.time_limit_seconds = 10;
+    const auto r = joint{}.plan(ctx, o);
+    expect_valid_fit(g, r);
+    CHECK(r.strict_overhead() >= 0);
+    CHECK(r.cost >= ctx.fastest_cost() - 1e-9);
+    MESSAGE("resnet18 b16: store-all " << all.arena() << " B, budget " << o.budget << " B, joint " << r.arena()
+                                       << " B at overhead " << 100 * r.overhead() << "% (strict "
+                                       << 100 * r.strict_overhead() << "%) in " << r.seconds << " s");
+}
+
+TEST_CASE("remat.auto.is_at_least_as_cheap_as_each_member") {
+    std::mt19937_64 rng(17);
+    for (int round = 0; round < 8; ++round) {
+        const graph g = testing::random_remat_graph(rng);
+        const remat_context<graph> ctx(g);
+        const auto all = store_all{}.plan(ctx, {});
+        remat_options o;
+        o.budget = all.arena() * 6 / 10;
+        o.time_limit_seconds = 4;
+        const auto a = auto_remat{}.plan(ctx, o);
+        for (const auto& r : {chain_dp{}.plan(ctx, o), sqrt_n{}.plan(ctx, o), chen_greedy{}.plan(ctx, o)}) {
+            if (!has_solution(r.status) || r.arena() > o.budget) continue;
+            REQUIRE(has_solution(a.status));
+            CHECK(a.cost <= r.cost + 1e-9);
+        }
+        if (has_solution(a.status)) expect_valid_fit(g, a);
+    }
+}
