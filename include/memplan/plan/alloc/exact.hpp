@@ -1,6 +1,6 @@
 // Exact offset assignment: a depth-first search that fills the skyline from
 // its lowest points (after MiniMalloc, Moffitt ASPLOS 2023; see
-// detail/exact_search.hpp), restarted round robin over a few strategies.
+// detail/exact_search.hpp), restarted on Luby budgets over fixed then randomised strategies.
 // With a capacity it decides whether every buffer fits under it; without one
 // it minimises the height anytime: a greedy upper bound first, then decision
 // searches at the lower bound and by bisection until the time runs out.
@@ -10,6 +10,7 @@
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/alloc/detail/exact_reduce.hpp>
 #include <memplan/plan/alloc/detail/exact_search.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 
@@ -18,6 +19,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -60,6 +64,16 @@ exact_prepared<Size> exact_prepare(const basic_alloc_problem<Size>& p) {
         begin.push_back(it.begin);
         end.push_back(it.end);
     }
+    // Some packing of minimum height is canonical (every offset a sum of
+    // rounded sizes), so offsets can move in steps of the sizes' common
+    // divisor: a coarser unit, the same answers, and small enough numbers
+    // for the search's per-section subset sums.
+    std::uint64_t g = 0;
+    for (auto u : units) g = std::gcd(g, u);
+    if (g > 1 && r.align <= std::numeric_limits<std::uint64_t>::max() / g) {
+        for (auto& u : units) u /= g;
+        r.align *= g;
+    }
     r.instance = exact_instance::build(units, bytes, begin, end);
     return r;
 }
@@ -100,15 +114,15 @@ inline std::uint64_t exact_height(const exact_instance& in, const std::vector<st
     return h;
 }
 
-// Decision search with restarts: MiniMalloc's round robin over static
-// tie-breaking orders, each under a node budget that doubles every round, so
+// Decision search with restarts: MiniMalloc's static tie-breaking orders first,
+// then randomised ones, each under a Luby node budget, so
 // an unlucky order cannot stall the search. A search that ends without
 // hitting its budget is complete, so its "not found" proves infeasibility.
 class exact_decider {
 public:
     using clock = std::chrono::steady_clock;
 
-    explicit exact_decider(const exact_instance& in) : in_(in), searcher_(in) {
+    explicit exact_decider(const exact_instance& in, bool reduce = true) : in_(in), searcher_(in), reduce_(reduce) {
         // Strategies: a tie-breaking order among the buffers that could fill
         // a point, and which valley to fill first. Each fails on instances
         // where another is quick (heavy tails), hence the round robin.
@@ -116,37 +130,111 @@ public:
         strategies_ = {{0, false}, {1, false}, {0, true}, {1, true}};
     }
 
-    void set_tick(std::function<void()> tick) { searcher_.set_tick(std::move(tick)); }
+    void set_tick(std::function<void()> tick) {
+        tick_ = tick;
+        searcher_.set_tick(std::move(tick));
+    }
     /// Nodes so far, counting the search in flight (for progress reports).
-    std::uint64_t nodes() const noexcept { return nodes_ + searcher_.nodes(); }
+    std::uint64_t nodes() const noexcept {
+        return nodes_ + searcher_.nodes() + (reduced_ ? reduced_->nodes() : 0);
+    }
 
     /// found / not_found (proven) / timed_out; offsets (units) in `out` when found.
     exact_outcome decide(std::uint64_t cap_bytes, std::uint64_t align, clock::time_point deadline,
                          std::vector<std::uint64_t>& out) {
+        const std::uint64_t cap_units = cap_bytes / align + (cap_bytes % align != 0);
+        // A perfect packing's forced merges (detail/exact_reduce.hpp) give an
+        // equivalent, smaller instance: search that one, for proofs too.
+        if (reduce_ && cap_units != reduced_cap_) {
+            reduced_cap_ = cap_units;
+            if (reduced_) nodes_ += reduced_->nodes();
+            reduced_.reset();
+            reduction_ = exact_reduce(in_, cap_units);
+            if (reduction_) {
+                reduced_ = std::make_unique<exact_decider>(reduction_->instance, false);
+                if (tick_) reduced_->set_tick(tick_);
+            }
+        }
+        if (reduced_) {
+            std::vector<std::uint64_t> merged;
+            const auto r = reduced_->decide(cap_bytes, align, deadline, merged);
+            if (r == exact_outcome::found) {
+                out.assign(in_.num_buffers(), 0);
+                for (std::size_t b = 0; b < out.size(); ++b) out[b] = merged[reduction_->rep[b]];
+            }
+            return r;
+        }
         searcher_.set_capacity(cap_bytes / align + (cap_bytes % align != 0), align, cap_bytes);
         searcher_.set_deadline(deadline);
-        std::uint64_t limit = std::max<std::uint64_t>(in_.num_buffers(), 16);
-        for (;;) {
-            limit *= 2;
-            for (const auto& [rank, lowest] : strategies_) {
-                searcher_.set_rank(ranks_[rank]);
-                searcher_.set_lowest_first(lowest);
-                searcher_.set_node_limit(limit);
-                const auto r = searcher_.solve();
-                nodes_ += searcher_.nodes();
-                searcher_.reset_nodes();
-                if (r == exact_outcome::found) {
-                    out = searcher_.solution();
-                    return r;
-                }
-                if (r != exact_outcome::aborted) return r;
+        const std::uint64_t base = 2 * std::max<std::uint64_t>(in_.num_buffers(), 16);
+        for (std::uint64_t i = 1;; ++i) {
+            const std::size_t k = static_cast<std::size_t>(i - 1);
+            if (k < strategies_.size()) {
+                searcher_.set_rank(ranks_[strategies_[k].first]);
+                searcher_.set_lowest_first(strategies_[k].second);
+                searcher_.set_section_keys({});
+            } else {
+                randomise();
             }
+            searcher_.set_node_limit(base * luby(i));
+            const auto r = searcher_.solve();
+            nodes_ += searcher_.nodes();
+            searcher_.reset_nodes();
+            if (r == exact_outcome::found) {
+                out = searcher_.solution();
+                return r;
+            }
+            if (r != exact_outcome::aborted) return r;
         }
     }
 
 private:
+    // The Luby sequence 1 1 2 1 1 2 4 1 1 2 ... (Luby, Sinclair & Zuckerman
+    // 1993): within a log factor of the best fixed budget for any run-time
+    // distribution, which is what heavy tails call for.
+    static std::uint64_t luby(std::uint64_t i) {
+        for (;;) {
+            std::uint64_t k = 1;
+            while ((std::uint64_t{1} << k) - 1 < i) ++k;
+            if (i == (std::uint64_t{1} << k) - 1) return std::uint64_t{1} << (k - 1);
+            i -= (std::uint64_t{1} << (k - 1)) - 1;
+        }
+    }
+
+    std::uint64_t next_random() {
+        std::uint64_t x = (seed_ += 0x9e3779b97f4a7c15ULL);
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+    }
+
+    // A randomised strategy: one of the static orders with its ranks
+    // perturbed, a random valley tie-break, and either valley rule.
+    void randomise() {
+        const std::size_t n = in_.num_buffers();
+        const auto& base = ranks_[next_random() % ranks_.size()];
+        const std::uint64_t spread = 1 + (next_random() % 4) * n / 8;
+        std::vector<std::uint64_t> key(n);
+        for (std::size_t b = 0; b < n; ++b) key[b] = (base[b] + next_random() % spread) * (n + 1) + base[b];
+        std::vector<std::uint32_t> order(n), rank(n);
+        for (std::uint32_t b = 0; b < n; ++b) order[b] = b;
+        std::sort(order.begin(), order.end(), [&](auto a, auto b) { return key[a] < key[b]; });
+        for (std::uint32_t i = 0; i < n; ++i) rank[order[i]] = i;
+        searcher_.set_rank(std::move(rank));
+        std::vector<std::uint32_t> sk(in_.num_sections);
+        for (auto& x : sk) x = static_cast<std::uint32_t>(next_random());
+        searcher_.set_section_keys(std::move(sk));
+        searcher_.set_lowest_first(next_random() % 4 == 0);
+    }
+
     const exact_instance& in_;
     exact_searcher searcher_;
+    bool reduce_ = true;
+    std::uint64_t reduced_cap_ = 0;
+    std::optional<exact_reduction> reduction_;
+    std::unique_ptr<exact_decider> reduced_; // searches reduction_'s instance
+    std::function<void()> tick_;
+    std::uint64_t seed_ = 0x5eed;
     std::vector<std::vector<std::uint32_t>> ranks_;
     std::vector<std::pair<std::size_t, bool>> strategies_;
     std::uint64_t nodes_ = 0;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@ struct exact_instance {
     std::vector<std::uint64_t> bytes; // the unaligned size, for the real capacity check
     std::vector<std::uint32_t> lo, hi;
     std::vector<std::uint64_t> width; // lifetime length, for tie-breaking orders
+    std::vector<std::uint64_t> begin, end; // the lifetimes given to `build`
     std::vector<std::vector<std::uint32_t>> nbrs;     // buffers overlapping in time
     std::vector<std::vector<std::uint32_t>> sec_bufs; // buffers live in each section
     std::uint32_t num_sections = 0;
@@ -45,6 +47,8 @@ struct exact_instance {
         in.lo.assign(n, 0);
         in.hi.assign(n, 0);
         in.width.resize(n);
+        in.begin = begin;
+        in.end = end;
         // Ends sort before starts at equal times: half-open lifetimes do not meet there.
         std::vector<std::pair<std::pair<std::uint64_t, int>, std::uint32_t>> ev;
         ev.reserve(2 * n);
@@ -163,9 +167,21 @@ public:
         memo_mask_ = want - 1;
         for (std::size_t b = 0; b < in_.num_buffers(); ++b)
             maxoff_[b] = in_.bytes[b] > cap_bytes ? 0 : (cap_bytes - in_.bytes[b]) / align;
+        base_maxoff_ = maxoff_;
+        find_containment();
         feasible_sizes_ = true;
         for (std::size_t b = 0; b < in_.num_buffers(); ++b)
             if (in_.bytes[b] > cap_bytes) feasible_sizes_ = false;
+        sums_on_ = sums_enabled_ && cap_ <= max_sum_units && in_.num_sections > 0;
+        if (sums_on_) {
+            words_ = static_cast<std::size_t>(cap_ / 64 + 1);
+            const std::uint64_t bits = cap_ % 64 + 1;
+            top_mask_ = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+            sum_lo_.assign(words_ * in_.num_sections, 0);
+            sum_hi_.assign(words_ * in_.num_sections, 0);
+            acc_.assign(words_, 0);
+            mark_.assign(in_.num_buffers(), 0);
+        }
     }
 
     /// The order in which the buffers that could fill a point are tried.
@@ -173,6 +189,13 @@ public:
     /// Which valley a node fills: the one with the fewest options (default),
     /// or the lowest one.
     void set_lowest_first(bool on) noexcept { lowest_first_ = on; }
+    /// Whether to prune with per-section subset sums (off by default: on the
+    /// generated and MiniMalloc sets it cost 2-6x the time per node for about
+    /// the same solved count). Takes effect at the next `set_capacity`.
+    void set_subset_sums(bool on) noexcept { sums_enabled_ = on; }
+    /// Tie-break among equally constrained valleys: the least key wins
+    /// (empty: the earliest section).
+    void set_section_keys(std::vector<std::uint32_t> keys) { sec_key_ = std::move(keys); }
     /// Nodes cut because their state was already known to fail.
     std::uint64_t memo_hits() const noexcept { return memo_hits_; }
     void set_deadline(clock::time_point d) { deadline_ = d; }
@@ -189,6 +212,7 @@ public:
         if (!feasible_sizes_) return exact_outcome::not_found;
         std::fill(placed_.begin(), placed_.end(), 0);
         std::fill(minoff_.begin(), minoff_.end(), 0);
+        maxoff_ = base_maxoff_;
         std::fill(total_.begin(), total_.end(), 0);
         std::fill(cut_.begin(), cut_.end(), 0);
         for (std::size_t b = 0; b < n; ++b) {
@@ -198,6 +222,7 @@ public:
         }
         log_.clear();
         placed_list_.clear();
+        if (sums_on_) dirty_.assign(in_.num_sections, 1);
         seen_.assign(in_.num_sections, 0);
         count_.assign(in_.num_sections, 0);
         level_.assign(in_.num_sections, 0);
@@ -226,20 +251,205 @@ private:
     void set_logged(std::uint64_t& x, std::uint64_t v) {
         log_.push_back({&x, x});
         x = v;
+        touch_at(&x);
     }
 
-    // Smallest height the unplaced buffers of section s can stack to: they
-    // all start at or above the lowest of their min offsets. (The sharper
-    // release-date bound, earliest min offset first, cut few nodes on the
-    // MiniMalloc set and cost a sort per section, so it is not used.)
-    std::uint64_t section_bound(std::uint32_t s) const {
+    // The buffer whose min or max offset lives at `x`.
+    void touch_at(const std::uint64_t* x) {
+        if (!sums_on_) return;
+        const std::size_t n = in_.num_buffers();
+        if (x >= minoff_.data() && x < minoff_.data() + n) touch(static_cast<std::uint32_t>(x - minoff_.data()));
+        else if (x >= maxoff_.data() && x < maxoff_.data() + n) touch(static_cast<std::uint32_t>(x - maxoff_.data()));
+    }
+
+    // Containment in perfect packings: at a boundary with the load equal to
+    // the capacity on both sides, the bytes freed are the bytes taken (the
+    // buffers living across it cover the rest on both sides). When a single
+    // buffer x ends (or starts) there, the buffers starting (or ending) there
+    // tile exactly x's bytes: each lies inside x. Pairs (inner, outer).
+    void find_containment() {
+        inner_of_.assign(in_.num_buffers(), {});
+        outer_of_.assign(in_.num_buffers(), {});
+        const std::uint32_t m = in_.num_sections;
+        std::vector<std::uint64_t> total(m, 0);
+        for (std::uint32_t s = 0; s < m; ++s)
+            for (auto b : in_.sec_bufs[s]) total[s] += in_.size[b];
+        std::vector<std::vector<std::uint32_t>> ends(m + 1), starts(m + 1);
+        for (std::uint32_t b = 0; b < in_.num_buffers(); ++b) {
+            ends[in_.hi[b]].push_back(b);
+            starts[in_.lo[b]].push_back(b);
+        }
+        for (std::uint32_t s = 1; s < m; ++s) {
+            if (total[s - 1] != cap_ || total[s] != cap_) continue;
+            auto link = [&](std::uint32_t outer, const std::vector<std::uint32_t>& inners) {
+                for (auto a : inners) {
+                    inner_of_[outer].push_back(a);
+                    outer_of_[a].push_back(outer);
+                }
+            };
+            if (ends[s].size() == 1) link(ends[s][0], starts[s]);
+            else if (starts[s].size() == 1) link(starts[s][0], ends[s]);
+        }
+    }
+
+    // Narrows c's offsets to [lo, hi]; false when nothing is left.
+    bool narrow(std::uint32_t c, std::uint64_t lo, std::uint64_t hi, std::uint32_t& alo, std::uint32_t& ahi) {
+        if (lo > minoff_[c]) {
+            set_logged(minoff_[c], lo);
+            alo = std::min(alo, in_.lo[c]);
+            ahi = std::max(ahi, in_.hi[c]);
+        }
+        if (hi < maxoff_[c]) set_logged(maxoff_[c], hi);
+        return minoff_[c] <= maxoff_[c];
+    }
+
+    // The section sums of b's sections are stale.
+    void touch(std::uint32_t b) {
+        if (!sums_on_) return;
+        for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) dirty_[s] = 1;
+    }
+
+    // Per-section subset sums (zero slack is where they bite: perfect
+    // packings). In section s the unplaced buffers U and at most sigma units
+    // of waste fill [L, cap) exactly, L the lowest min offset there, so a
+    // buffer of s can start only at L + (a subset sum of U) + (up to sigma),
+    // and end only at cap - (the same). `lo` holds the possible starts,
+    // `hi` the possible tops, as bitsets over [0, cap] in units.
+    void refresh_sums(std::uint32_t s) {
+        dirty_[s] = 0;
+        std::uint64_t* lo = &sum_lo_[static_cast<std::size_t>(s) * words_];
+        std::uint64_t* hi = &sum_hi_[static_cast<std::size_t>(s) * words_];
+        std::fill(lo, lo + words_, 0);
+        std::fill(hi, hi + words_, 0);
         std::uint64_t m = std::numeric_limits<std::uint64_t>::max(), t = 0;
         for (auto c : in_.sec_bufs[s]) {
             if (placed_[c]) continue;
             m = std::min(m, minoff_[c]);
             t += in_.size[c];
         }
-        return t == 0 ? 0 : m + t;
+        if (t == 0 || m + t > cap_) { // nothing to place, or already dead: no filter
+            std::fill(lo, lo + words_, ~std::uint64_t{0});
+            std::fill(hi, hi + words_, ~std::uint64_t{0});
+            return;
+        }
+        lo[m >> 6] |= std::uint64_t{1} << (m & 63);
+        hi[cap_ >> 6] |= std::uint64_t{1} << (cap_ & 63);
+        for (auto c : in_.sec_bufs[s]) {
+            if (placed_[c]) continue;
+            shift_or_up(lo, in_.size[c]);
+            shift_or_down(hi, in_.size[c]);
+        }
+        const std::uint64_t slack = cap_ - m - t;
+        for (std::uint64_t r = 1; r <= slack;) { // widen by [0, slack]
+            const std::uint64_t step = std::min(r, slack + 1 - r);
+            shift_or_up(lo, step);
+            shift_or_down(hi, step);
+            r += step;
+        }
+    }
+
+    // x |= x << k, and x |= x >> k, over [0, cap].
+    void shift_or_up(std::uint64_t* x, std::uint64_t k) const {
+        if (k > cap_) return;
+        const std::size_t ws = static_cast<std::size_t>(k >> 6), bs = static_cast<std::size_t>(k & 63);
+        for (std::size_t i = words_; i-- > ws;) {
+            std::uint64_t v = x[i - ws] << bs;
+            if (bs && i - ws > 0) v |= x[i - ws - 1] >> (64 - bs);
+            x[i] |= v;
+        }
+        x[words_ - 1] &= top_mask_;
+    }
+    void shift_or_down(std::uint64_t* x, std::uint64_t k) const {
+        if (k > cap_) return;
+        const std::size_t ws = static_cast<std::size_t>(k >> 6), bs = static_cast<std::size_t>(k & 63);
+        for (std::size_t i = 0; i + ws < words_; ++i) {
+            std::uint64_t v = x[i + ws] >> bs;
+            if (bs && i + ws + 1 < words_) v |= x[i + ws + 1] << (64 - bs);
+            x[i] |= v;
+        }
+    }
+
+    // Lifts the min offset of every unplaced buffer live in sections
+    // [alo, ahi) to its lowest start allowed by the sums of all its
+    // sections (start allowed below, top allowed above, in each); false when
+    // a buffer has none left under its max offset. Repeats while lifts widen
+    // the affected range, a few rounds at most.
+    bool propagate_sums(std::uint32_t alo, std::uint32_t ahi) {
+        if (!sums_on_) return true;
+        for (int round = 0; round < 3 && alo < ahi; ++round) {
+            ++stamp_;
+            std::uint32_t nlo = std::numeric_limits<std::uint32_t>::max(), nhi = 0;
+            for (std::uint32_t s = alo; s < ahi; ++s) {
+                for (auto c : in_.sec_bufs[s]) {
+                    if (placed_[c] || mark_[c] == stamp_) continue;
+                    mark_[c] = stamp_;
+                    for (std::uint32_t q = in_.lo[c]; q < in_.hi[c]; ++q)
+                        if (dirty_[q]) refresh_sums(q);
+                    // start y is allowed when every section allows y as a
+                    // start and y + size as a top
+                    std::fill(acc_.begin(), acc_.end(), ~std::uint64_t{0});
+                    const std::uint64_t z = in_.size[c];
+                    const std::size_t ws = static_cast<std::size_t>(z >> 6), bs = static_cast<std::size_t>(z & 63);
+                    for (std::uint32_t q = in_.lo[c]; q < in_.hi[c]; ++q) {
+                        const std::uint64_t* lo = &sum_lo_[static_cast<std::size_t>(q) * words_];
+                        const std::uint64_t* hi = &sum_hi_[static_cast<std::size_t>(q) * words_];
+                        for (std::size_t i = 0; i < words_; ++i) {
+                            std::uint64_t v = 0;
+                            if (i + ws < words_) {
+                                v = hi[i + ws] >> bs;
+                                if (bs && i + ws + 1 < words_) v |= hi[i + ws + 1] << (64 - bs);
+                            }
+                            acc_[i] &= lo[i] & v;
+                        }
+                    }
+                    const std::uint64_t from = minoff_[c];
+                    std::uint64_t y = std::numeric_limits<std::uint64_t>::max();
+                    for (std::size_t i = static_cast<std::size_t>(from >> 6); i < words_; ++i) {
+                        std::uint64_t v = acc_[i];
+                        if (i == (from >> 6)) v &= ~std::uint64_t{0} << (from & 63);
+                        if (v) {
+                            y = i * 64 + static_cast<std::uint64_t>(std::countr_zero(v));
+                            break;
+                        }
+                    }
+                    if (y > maxoff_[c]) return false;
+                    if (y > from) {
+                        set_logged(minoff_[c], y);
+                        nlo = std::min(nlo, in_.lo[c]);
+                        nhi = std::max(nhi, in_.hi[c]);
+                    }
+                }
+            }
+            for (std::uint32_t s = nlo; s < nhi; ++s)
+                if (section_bound(s) > cap_) return false;
+            alo = nlo;
+            ahi = nhi;
+        }
+        return true;
+    }
+
+    // Smallest height the unplaced buffers of section s can stack to, each
+    // at or above its min offset: stacking them by min offset (earliest
+    // release first, optimal for one machine with release dates) adds the
+    // gaps where nothing can start yet. A section without slack allows none.
+    std::uint64_t section_bound(std::uint32_t s) {
+        std::uint64_t m = std::numeric_limits<std::uint64_t>::max(), mx = 0, t = 0;
+        for (auto c : in_.sec_bufs[s]) {
+            if (placed_[c]) continue;
+            m = std::min(m, minoff_[c]);
+            mx = std::max(mx, minoff_[c]);
+            t += in_.size[c];
+        }
+        if (t == 0) return 0;
+        if (m == mx || m + t > cap_) return m + t;
+        auto& v = release_;
+        v.clear();
+        for (auto c : in_.sec_bufs[s])
+            if (!placed_[c]) v.push_back({minoff_[c], in_.size[c]});
+        std::sort(v.begin(), v.end());
+        std::uint64_t at = m;
+        for (const auto& [r, z] : v) at = std::max(at, r) + z;
+        return at;
     }
 
     // Places b at offset o; lifts the neighbours' min offsets, places any
@@ -268,6 +478,7 @@ private:
         if (!ok) return false;
         for (std::uint32_t s = alo; s < ahi; ++s)
             if (section_bound(s) > cap_) return false;
+        if (!propagate_sums(alo, ahi)) return false;
         aff_lo_ = alo;
         aff_hi_ = ahi;
         return true;
@@ -275,6 +486,7 @@ private:
 
     void place_one(std::uint32_t b, std::uint64_t o, bool& ok, std::uint32_t& alo, std::uint32_t& ahi) {
         placed_[b] = 1;
+        touch(b);
         solution_[b] = o;
         placed_list_.push_back(b);
         const std::uint64_t top = o + in_.size[b];
@@ -290,6 +502,11 @@ private:
         }
         for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) total_[s] -= in_.size[b];
         for (std::uint32_t s = in_.lo[b]; s + 1 < in_.hi[b]; ++s) --cut_[s];
+        const std::uint64_t z = in_.size[b];
+        for (auto a : inner_of_[b]) // a lies in [o, o + z)
+            if (!placed_[a] && !narrow(a, o, o + z - in_.size[a], alo, ahi)) ok = false;
+        for (auto x : outer_of_[b]) // b lies inside x
+            if (!placed_[x] && !narrow(x, o + z > in_.size[x] ? o + z - in_.size[x] : 0, o, alo, ahi)) ok = false;
     }
 
     void undo(std::size_t log_mark, std::size_t placed_mark) {
@@ -297,6 +514,7 @@ private:
             const std::uint32_t b = placed_list_.back();
             placed_list_.pop_back();
             placed_[b] = 0;
+            touch(b);
             for (auto c : in_.nbrs[b])
                 if (!placed_[c]) ++open_nbrs_[c];
             for (std::uint32_t s = in_.lo[b]; s < in_.hi[b]; ++s) total_[s] += in_.size[b];
@@ -304,6 +522,7 @@ private:
         }
         while (log_.size() > log_mark) {
             *log_.back().where = log_.back().old;
+            touch_at(log_.back().where);
             log_.pop_back();
         }
     }
@@ -404,15 +623,19 @@ private:
         // (the buffers that could start there, plus waste when it has slack).
         std::uint32_t p = none;
         std::uint64_t best_score = std::numeric_limits<std::uint64_t>::max(), best_slack = 0;
+        std::uint32_t best_key = none;
         for (std::uint32_t s = slo; s < shi; ++s) {
             if (seen_[s] || count_[s] == 0) continue;
             const std::uint64_t used = level_[s] + total_[s];
             const std::uint64_t slack = used >= cap_ ? 0 : cap_ - used;
             const std::uint64_t score =
                 lowest_first_ ? level_[s] : static_cast<std::uint64_t>(count_[s]) + (slack > 0 ? 1 : 0);
-            if (score < best_score || (score == best_score && slack < best_slack)) {
+            const std::uint32_t key = sec_key_.empty() ? s : sec_key_[s];
+            if (score < best_score || (score == best_score && (slack < best_slack ||
+                                                               (slack == best_slack && key < best_key)))) {
                 best_score = score;
                 best_slack = slack;
+                best_key = key;
                 p = s;
             }
         }
@@ -420,7 +643,32 @@ private:
         cands.clear();
         for (auto c : live)
             if (minoff_[c] == f && in_.lo[c] <= p && p < in_.hi[c]) cands.push_back(c);
-        std::sort(cands.begin(), cands.end(), [&](auto a, auto b) { return rank_[a] < rank_[b]; });
+        // Value order: first the buffers whose top meets the skyline beside
+        // them (or the capacity): they close steps instead of opening new
+        // ones, which is how perfect packings are made; then the static rank.
+        // (Counting the edge contact with placed buffers back to back in
+        // time as well made the generated skylines and mixes worse.)
+        auto wall = [&](std::uint32_t s) {
+            return level_[s] == std::numeric_limits<std::uint64_t>::max() ? cap_ : level_[s];
+        };
+        contact_.clear();
+        for (auto c : cands) {
+            const std::uint64_t top = f + in_.size[c];
+            std::uint64_t touch = 0;
+            if (in_.lo[c] > slo && top == wall(in_.lo[c] - 1)) ++touch;
+            if (in_.hi[c] < shi && top == wall(in_.hi[c])) ++touch;
+            if (top == cap_) ++touch;
+            contact_.push_back(((3 - touch) << 32) | rank_[c]);
+        }
+        {
+            std::vector<std::uint32_t>& o = order_;
+            o.resize(cands.size());
+            for (std::uint32_t i = 0; i < o.size(); ++i) o[i] = i;
+            std::sort(o.begin(), o.end(), [&](auto a, auto b) { return contact_[a] < contact_[b]; });
+            sorted_.clear();
+            for (auto i : o) sorted_.push_back(cands[i]);
+            cands.swap(sorted_);
+        }
         for (std::size_t i = 0; i < cands.size(); ++i) {
             const std::uint32_t c = cands[i];
             // Of two identical buffers the earlier one in index order goes lower.
@@ -464,7 +712,7 @@ private:
         }
         for (std::uint32_t s = alo; s < ahi; ++s)
             if (section_bound(s) > cap_) return false;
-        return true;
+        return alo >= ahi || propagate_sums(alo, ahi);
     }
 
     // After a placement: recurse, or split when the placement cut the part in two.
@@ -499,14 +747,24 @@ private:
     };
     std::vector<std::uint32_t> seen_, count_;
     std::vector<std::uint64_t> level_;
-    std::vector<std::uint64_t> lifted_;
+    std::vector<std::uint64_t> lifted_, contact_;
+    // subset sums per section (only while cap_ is small enough to afford them)
+    static constexpr std::uint64_t max_sum_units = 1u << 14;
+    bool sums_on_ = false;
+    std::size_t words_ = 0;
+    std::uint64_t top_mask_ = 0, stamp_ = 0;
+    std::vector<std::uint64_t> sum_lo_, sum_hi_, acc_, mark_;
+    std::vector<std::uint8_t> dirty_;
+    std::vector<std::uint32_t> order_, sorted_;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> release_;
     std::vector<memo_entry> memo_;
     std::uint64_t memo_mask_ = 0, memo_hits_ = 0;
 
     const exact_instance& in_;
-    std::vector<std::uint64_t> solution_, minoff_, maxoff_;
+    std::vector<std::uint64_t> solution_, minoff_, maxoff_, base_maxoff_;
+    std::vector<std::vector<std::uint32_t>> inner_of_, outer_of_; // containment (find_containment)
     std::vector<std::uint8_t> placed_;
-    std::vector<std::uint32_t> open_nbrs_, rank_, is_dup_of_;
+    std::vector<std::uint32_t> open_nbrs_, rank_, is_dup_of_, sec_key_;
     std::vector<std::uint64_t> total_, cut_;
     std::vector<log_entry> log_;
     std::vector<std::uint32_t> placed_list_;
@@ -515,7 +773,7 @@ private:
     };
     std::deque<frame> frames_; // one per depth; a deque keeps references stable
     std::uint64_t cap_ = 0;
-    bool feasible_sizes_ = true, lowest_first_ = false;
+    bool feasible_sizes_ = true, lowest_first_ = false, sums_enabled_ = false;
     std::uint32_t aff_lo_ = 0, aff_hi_ = 0;
     std::uint64_t nodes_ = 0, node_limit_ = 0;
     clock::time_point deadline_ = clock::time_point::max();
