@@ -1,9 +1,10 @@
 // `auto`: an anytime portfolio. Each member answers the same question on the
 // same context; the cheapest plan that fits the budget wins. The fast members
 // (store_all, Chen's two, the chain program) run first and take well under a
-// second on the zoo; `joint` then gets the time left, and an optional MILP
-// member (`checkmate`, when a solver is given and the graph is small enough
-// for it) runs last.
+// second on the zoo; `joint` then gets the time left, shared with an
+// optional MILP member (`checkmate`, when a solver is given and the graph is
+// small enough for it), so that on small graphs `auto` is never worse than
+// the exact model.
 #pragma once
 
 #include <memplan/remat/chain_dp.hpp>
@@ -14,12 +15,20 @@
 #include <memplan/remat/store_all.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <type_traits>
 #include <string_view>
 
 namespace memplan {
 
-struct auto_remat {
+/// The portfolio; `Extra` is an optional further member with
+/// `plan(context, options, t0)` (the Checkmate MILP with a solver, see
+/// select.hpp), tried on graphs of at most `extra_max_ops` ops.
+template <class Extra = std::nullptr_t>
+struct basic_auto_remat {
     static constexpr std::string_view name = "auto";
+    Extra extra{};
+    std::size_t extra_max_ops = 200;
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
@@ -73,7 +82,16 @@ struct auto_remat {
         offer(chain_dp{}.plan(ctx, sub(0.3)));
         offer(chen_greedy{}.plan(ctx, sub(0.2)));
         offer(sqrt_n{}.plan(ctx, sub(0.1)));
-        offer(joint{}.plan(ctx, sub(1.0)));
+        if constexpr (std::is_same_v<Extra, std::nullptr_t>) {
+            offer(joint{}.plan(ctx, sub(1.0)));
+        } else {
+            const bool small = ctx.graph().num_ops() <= extra_max_ops;
+            offer(joint{}.plan(ctx, sub(small ? 0.5 : 1.0)));
+            if (small) {
+                const auto o = sub(1.0);
+                offer(extra.plan(ctx, o, std::chrono::steady_clock::now()));
+            }
+        }
         if (!found) {
             if (best.status != status::infeasible) {
                 best = result_type{};
@@ -86,5 +104,7 @@ struct auto_remat {
         return best;
     }
 };
+
+using auto_remat = basic_auto_remat<>;
 
 } // namespace memplan
