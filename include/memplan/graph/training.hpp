@@ -59,12 +59,36 @@ struct training_options {
     std::string name; ///< graph name; empty: "<network>-train"
 };
 
+/// Where an op of a training graph came from, so that an engine can run it:
+/// a forward or backward op spec of a network node (with the graph tensor of
+/// every slot the spec names; npos where the derivation dropped an input
+/// gradient nobody needs), a gradient accumulation (inputs: the running sum
+/// and the new contribution; output: the sum, possibly in place), or the
+/// optimizer update of a parameter (inputs: the parameter, its gradient, then
+/// the optimizer state in the order momentum / adam_m, adam_v).
+enum class op_origin_kind : std::uint8_t { layer, grad_acc, update };
+
+struct op_origin {
+    op_origin_kind kind = op_origin_kind::layer;
+    std::uint32_t node = 0;  ///< layer: index into net.nodes()
+    std::uint32_t spec = 0;  ///< layer: index into the node's forward or backward specs (by `backward`)
+    bool backward = false;   ///< layer: which spec list `spec` indexes
+    std::uint32_t param = 0; ///< update: index into net.parameters()
+    std::vector<std::pair<nn::slot, graph::id_type>> slots; ///< layer: slot -> tensor (npos: not bound)
+};
+
+/// Per graph op its origin, and per graph tensor its shape and element type.
+struct training_program {
+    std::vector<op_origin> ops;
+    std::vector<nn::tensor_info> tensors;
+};
+
 namespace detail {
 
 class training_builder {
 public:
-    training_builder(const nn::network& net, const training_options& opt)
-        : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name) {}
+    training_builder(const nn::network& net, const training_options& opt, training_program* program = nullptr)
+        : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name), program_(program) {}
 
     graph build() {
         const auto& nodes = net_.nodes();
@@ -78,9 +102,9 @@ public:
         act_tensor_.assign(acts.size(), graph::npos);
         for (std::size_t a = 0; a < acts.size(); ++a)
             if (acts[a].producer == nn::activation::no_node)
-                act_tensor_[a] = g_.add_tensor(acts[a].name, acts[a].info.bytes(opt_.dt));
+                act_tensor_[a] = new_tensor(acts[a].name, acts[a].info);
         for (const auto& p : net_.parameters())
-            param_tensor_.push_back(g_.add_tensor(p.name, bytes({p.shape, nn::element::floating}), true));
+            param_tensor_.push_back(new_tensor(p.name, {p.shape, nn::element::floating}, true));
 
         // Which activations carry gradients: outputs of layers with trainable
         // parameters or with an input that carries one.
@@ -116,8 +140,8 @@ public:
         internal_tensor_.assign(nodes.size(), {});
         for (std::size_t i = 0; i < nodes.size(); ++i) {
             const auto& n = nodes[i];
-            act_tensor_[n.output.id] = g_.add_tensor(acts[n.output.id].name, acts[n.output.id].info.bytes(opt_.dt));
-            for (const auto& spec : lowered_[i].forward) emit(i, spec);
+            act_tensor_[n.output.id] = new_tensor(acts[n.output.id].name, acts[n.output.id].info);
+            for (std::size_t k = 0; k < lowered_[i].forward.size(); ++k) emit(i, lowered_[i].forward[k], k, false);
         }
         g_.add_output(act_tensor_[loss.id]);
 
@@ -132,7 +156,7 @@ public:
             if (i != loss_node && grad_[n.output.id] == graph::npos) continue; // no gradient arrives
             current_grad_in_.assign(n.inputs.size(), graph::npos);
             current_grad_param_.assign(n.params.size(), graph::npos);
-            for (const auto& spec : lowered_[i].backward) emit(i, spec);
+            for (std::size_t k = 0; k < lowered_[i].backward.size(); ++k) emit(i, lowered_[i].backward[k], k, true);
             const auto& pass = lowered_[i].passthrough;
             for (std::size_t k = 0; k < n.inputs.size(); ++k) {
                 const auto v = n.inputs[k];
@@ -165,7 +189,13 @@ private:
     std::uint64_t bytes(const nn::tensor_info& t) const { return t.bytes(opt_.dt); }
 
     graph::id_type new_tensor(const std::string& name, const nn::tensor_info& info, bool persistent = false) {
-        return g_.add_tensor(name, bytes(info), persistent);
+        const auto id = g_.add_tensor(name, bytes(info), persistent);
+        if (program_) program_->tensors.push_back(info);
+        return id;
+    }
+
+    void record(op_origin o) {
+        if (program_) program_->ops.push_back(std::move(o));
     }
 
     static std::string grad_input_name(const nn::node& n, std::uint32_t k) {
@@ -234,7 +264,7 @@ private:
         return nn::roofline_us(opt_.device, kind, flops, moved);
     }
 
-    void emit(std::size_t i, const nn::op_spec& spec) {
+    void emit(std::size_t i, const nn::op_spec& spec, std::size_t spec_index, bool backward) {
         const auto& n = net_.nodes()[i];
         op o;
         o.name = n.name + "." + spec.suffix;
@@ -282,6 +312,8 @@ private:
             o.workspace = o.variants.front().workspace;
         }
         g_.add_op(std::move(o));
+        record({op_origin_kind::layer, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(spec_index), backward,
+                0, std::move(bound)});
     }
 
     /// Adds contribution `t` to the gradient `acc` (count `got` of `expected`),
@@ -304,6 +336,7 @@ private:
         o.cost = cost(nn::compute_kind::other, double(info.numel()), o.inputs, o.outputs);
         acc = o.outputs[0];
         g_.add_op(std::move(o));
+        record({op_origin_kind::grad_acc, 0, 0, true, 0, {}});
     }
 
     void emit_update(std::size_t p) {
@@ -331,11 +364,13 @@ private:
         written.erase(written.begin() + 1);
         o.cost = cost(nn::compute_kind::other, flops_per_value * double(info.numel()), o.inputs, written);
         g_.add_op(std::move(o));
+        record({op_origin_kind::update, 0, 0, false, static_cast<std::uint32_t>(p), {}});
     }
 
     const nn::network& net_;
     const training_options& opt_;
     graph g_;
+    training_program* program_ = nullptr;
     std::vector<nn::layer_ops> lowered_;
     std::vector<graph::id_type> act_tensor_, param_tensor_;
     std::vector<std::vector<graph::id_type>> internal_tensor_;
@@ -354,6 +389,14 @@ private:
 /// layer is inconsistent.
 inline graph training_graph(const nn::network& net, const training_options& opt = {}) {
     return detail::training_builder(net, opt).build();
+}
+
+/// The same graph as `training_graph(net, opt)`, and in `program` (replaced)
+/// the origin of every op and the shape of every tensor, for an engine that
+/// runs the graph with real kernels.
+inline graph training_graph(const nn::network& net, const training_options& opt, training_program& program) {
+    program = {};
+    return detail::training_builder(net, opt, &program).build();
 }
 
 } // namespace memplan

@@ -1,0 +1,8 @@
+// Trains the small mlp of models.hpp on synthetic data with a memplan plan
+// (--budget P% of the store-all arena; recomputation when below 100%) or
+// naively (--naive), and prints the loss, the footprints and the step time.
+#include "common.hpp"
+
+int main(int argc, char** argv) {
+    return memplan::examples::run_example(memplan::examples::mlp(), memplan::optimizer::adam, argc, argv, 300);
+}
