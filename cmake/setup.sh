@@ -19,7 +19,8 @@ cd "$root"
 
 packages=(cmake ninja-build g++ pkg-config
           nlohmann-json3-dev doctest-dev libbenchmark-dev
-          libglpk-dev coinor-libcbc-dev libeigen3-dev)
+          libglpk-dev coinor-libcbc-dev libeigen3-dev
+          libjemalloc-dev libmimalloc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -55,6 +56,12 @@ case "$mode" in
       build/bin/memplan zoo "$model" -o "build/zoo/$model.json" > /dev/null
     done
     build/bin/memplan report --order greedy --alloc auto --time-limit 5 build/zoo/*.json
+    echo
+    echo "== memplan: ResNet-50 (batch 184) in a third of its store-all arena: what to keep, recompute, which variant"
+    build/bin/memplan plan build/zoo/resnet50.json --budget 33% --time-limit 10
+    echo
+    echo "== memplan: training a small CNN on the CPU with its plan (one arena, recomputation as planned)"
+    build/bin/train_cnn --steps 100 --budget 50%
     ;;
   test)
     # Every public header must compile on its own (CMake's header-set check).
