@@ -1,9 +1,11 @@
 // The memplan command: plans, checks and reports on graphs and offset
 // instances from the shell. One function per subcommand; the table at the
 // bottom lists them with their help. Exit codes: 0 success, 1 a negative
-// answer (an invalid plan, a capacity exceeded), 2 bad arguments or input
-// (one line `memplan: error: ...`, nothing written), 3 an internal error
-// (a planner produced something the validator rejects).
+// answer (an invalid plan, a capacity exceeded, no plan found within a
+// budget in the time limit), 2 bad arguments or input (one line
+// `memplan: error: ...`, nothing written), 3 an internal error (a planner
+// produced something the validator rejects), 4 a budget that no schedule
+// can meet (one line `memplan: infeasible: ...`, nothing written).
 #include "args.hpp"
 #include "format.hpp"
 #include "planners.hpp"
@@ -16,11 +18,15 @@
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
+#include <memplan/io/svg_plot.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/remat/pareto.hpp>
+#include <memplan/remat/store_all.hpp>
 #include <memplan/zoo/zoo.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -42,6 +48,7 @@ using memplan::cli::parsed_args;
 constexpr int exit_ok = 0;
 constexpr int exit_negative = 1;
 constexpr int exit_internal = 3;
+constexpr int exit_infeasible = 4;
 
 constexpr std::string_view default_allocator = "auto";
 constexpr std::string_view report_allocator = "best_heuristic";
@@ -64,6 +71,10 @@ struct command {
 void print_help(const command& c) {
     std::cout << "usage: " << c.synopsis << "\n\n" << c.summary << "\n";
     if (!c.details.empty()) std::cout << "\n" << c.details;
+    // The planner list grows with the library: not part of the static text.
+    if (c.name == "plan" || c.name == "pareto")
+        std::cout << "Rematerialization planners (--remat): " << memplan::cli::join(memplan::cli::remat_choices())
+                  << "\n";
 }
 
 /// Parses the arguments of `c`; nullopt when it printed the help instead.
@@ -83,6 +94,7 @@ const option_spec alignment_option{{"--alignment"}, true};
 const option_spec solver_option{{"--solver"}, true};
 const option_spec time_limit_option{{"--time-limit"}, true};
 const option_spec order_option{{"--order"}, true};
+const option_spec remat_option{{"--remat"}, true};
 
 double time_limit_option_value(const parsed_args& a) {
     const auto v = a.value("--time-limit");
@@ -194,12 +206,100 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
 
 // --- plan --------------------------------------------------------------------
 
+/// The store-all plan of `g`: the arena that budgets in percent refer to.
+memplan::remat_result store_all_checked(const memplan::graph& g, const memplan::remat_options& base) {
+    memplan::remat_options o;
+    o.alignment = base.alignment;
+    o.time_limit_seconds = base.time_limit_seconds;
+    auto r = memplan::store_all{}.plan(g, o);
+    if (!memplan::has_solution(r.status))
+        throw internal_error("store_all found no plan for graph '" + g.name() + "': " + r.message);
+    return r;
+}
+
+/// A rematerialization plan the validator rejects is an internal error.
+void check_remat_plan(const memplan::graph& g, const memplan::remat_result& r) {
+    const auto report = memplan::check_plan(g, r.planned.plan);
+    if (!report.ok())
+        throw internal_error("rematerialization planner '" + r.planner + "' made an invalid plan for graph '" +
+                             g.name() + "':\n" + report.to_string());
+}
+
+std::string percent(double fraction, int decimals = 2) { return memplan::cli::fixed(100.0 * fraction, decimals) + " %"; }
+
+std::string signed_percent(double fraction) {
+    if (std::abs(fraction) < 5e-5) fraction = 0; // no "-0.00"
+    return (fraction >= 0 ? "+" : "") + memplan::cli::fixed(100.0 * fraction, 2) + " %";
+}
+
+/// `plan --budget`: rematerialization within a memory budget.
+int run_plan_remat(const parsed_args& a) {
+    for (auto key : {"--alloc", "--order"})
+        if (a.has(key))
+            throw memplan::error("cli", std::string("option ") + key +
+                                            " cannot be combined with --budget (rematerialization planners order and "
+                                            "place the buffers themselves)");
+    const auto budget_spec = memplan::cli::parse_budget("--budget", a.required("--budget"));
+    const auto solver = allocator_option(a).solver; // checks --solver and --time-limit
+    const auto name = memplan::cli::remat_from(a.value_or("--remat", memplan::cli::default_remat_name()));
+    memplan::remat_options opt;
+    opt.alignment = a.integer_or("--alignment", default_alignment, 1);
+    opt.time_limit_seconds = time_limit_option_value(a);
+    const auto g = memplan::read_graph_json(a.positional[0]);
+    if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
+
+    const auto base = store_all_checked(g, opt);
+    opt.budget = budget_spec.of(base.arena());
+    opt.on_progress = memplan::cli::remat_progress_printer();
+    const auto r = memplan::cli::remat_with(name, g, opt, solver);
+    memplan::cli::clear_progress();
+    const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
+    if (fits) check_remat_plan(g, r);
+    const auto output = a.value("--output");
+    if (fits && output) memplan::write_plan_json(*output, g, r.planned.plan); // before any output: a failure is one line
+
+    const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
+    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
+              << "planner:       " << who << "\n"
+              << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
+              << "\n"
+              << "budget:        " << bytes_both(opt.budget) << ", "
+              << percent(ratio(opt.budget, base.arena()), 1) << " of store-all\n"
+              << "store-all:     " << bytes_both(base.arena()) << "\n";
+    if (!fits) {
+        std::cout << "any schedule:  " << bytes_both(r.min_memory)
+                  << (r.min_memory_op.empty() ? "" : " (op '" + r.min_memory_op + "')") << "\n"
+                  << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+        if (output) std::cout << "nothing written\n";
+        std::cout.flush();
+        const std::string reason = r.message.empty() ? "no plan within the budget" : r.message;
+        if (r.status == memplan::status::infeasible) {
+            std::cerr << "memplan: infeasible: " << reason << "\n";
+            return exit_infeasible;
+        }
+        std::cerr << "memplan: no plan: " << reason << "\n";
+        return exit_negative;
+    }
+    const std::size_t recomputed = r.planned.plan.steps.size() >= g.num_ops() ? r.planned.plan.steps.size() - g.num_ops() : 0;
+    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), base.arena()), 1)
+              << " of store-all\n"
+              << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
+              << " vs store-all " << memplan::cli::fixed(r.base_cost, 1) << ")\n"
+              << "steps:         " << r.planned.plan.steps.size() << " (" << recomputed << " recomputed)\n"
+              << "lower bound:   " << bytes_both(r.planned.lower_bound) << "\n"
+              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (output) std::cout << "wrote " << *output << "\n";
+    return exit_ok;
+}
+
 int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
-                                  time_limit_option, order_option});
+                                  time_limit_option, order_option, {{"--budget"}, true}, remat_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
+    if (a->has("--budget")) return run_plan_remat(*a);
+    if (a->has("--remat")) throw memplan::error("cli", "option --remat needs --budget");
     const auto allocator = allocator_option(*a);
     const auto order = order_option_value(*a);
     const auto alignment = a->integer_or("--alignment", default_alignment, 1);
@@ -222,6 +322,98 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
               << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds + ordered.seconds) << "\n";
     if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+    return exit_ok;
+}
+
+// --- pareto ------------------------------------------------------------------
+
+/// The unit for a plot axis of byte counts up to `top`.
+std::pair<double, std::string> byte_unit(std::uint64_t top) {
+    if (top >= (1ULL << 30)) return {double(1ULL << 30), "GiB"};
+    if (top >= (1ULL << 20)) return {double(1ULL << 20), "MiB"};
+    if (top >= (1ULL << 10)) return {double(1ULL << 10), "KiB"};
+    return {1.0, "bytes"};
+}
+
+int run_pareto(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args,
+                                 {{{"--output", "-o"}, true}, {{"--svg"}, true}, {{"--points"}, true}, remat_option,
+                                  solver_option, time_limit_option, alignment_option});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "GRAPH.json");
+    const auto solver = allocator_option(*a).solver; // checks --solver and --time-limit
+    const auto name = memplan::cli::remat_from(a->value_or("--remat", memplan::cli::default_remat_name()));
+    const auto points = a->integer_or("--points", 8, 2);
+    if (points > 1000) throw memplan::error("cli", "option --points: at most 1000, got " + std::to_string(points));
+    memplan::remat_options opt;
+    opt.alignment = a->integer_or("--alignment", default_alignment, 1);
+    opt.time_limit_seconds = time_limit_option_value(*a);
+    const auto g = memplan::read_graph_json(a->positional[0]);
+    if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
+
+    memplan::pareto_options po;
+    po.points = static_cast<std::size_t>(points);
+    po.alignment = opt.alignment;
+    po.store_all_time_limit = opt.time_limit_seconds;
+    if (isatty(2)) // at most once a second, like every progress line
+        po.on_progress = [last = std::chrono::steady_clock::time_point{}](const memplan::pareto_progress& p) mutable {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last < std::chrono::seconds(1)) return;
+            last = now;
+            std::fprintf(stderr, "\r  run %zu (%.*s): budget %llu %s   ", p.runs, static_cast<int>(p.stage.size()),
+                         p.stage.data(), static_cast<unsigned long long>(p.budget), p.found ? "found" : "none");
+            std::fflush(stderr);
+        };
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto curve = memplan::pareto_sweep(g, [&](std::uint64_t budget) {
+        auto o = opt;
+        o.budget = budget;
+        return memplan::cli::remat_with(name, g, o, solver);
+    }, po);
+    memplan::cli::clear_progress();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& p : curve)
+        if (memplan::has_solution(p.result.status)) check_remat_plan(g, p.result);
+    const std::uint64_t top = curve.back().budget; // the store-all arena (pareto_sweep's last point)
+
+    // Files before any output: a failure is one line.
+    if (const auto out = a->value("--output")) memplan::write_pareto_csv(*out, curve);
+    if (const auto svg = a->value("--svg")) {
+        const auto [unit, unit_name] = byte_unit(top);
+        memplan::svg_plot plot;
+        plot.title = g.name() + ": compute overhead vs memory (" + name + ")";
+        plot.x_label = "arena (" + unit_name + "); store-all " + memplan::cli::human_bytes(top);
+        plot.y_label = "overhead (%)";
+        memplan::svg_series series;
+        series.name = name;
+        for (const auto& p : curve)
+            if (memplan::has_solution(p.result.status))
+                series.points.push_back({static_cast<double>(p.result.arena()) / unit, 100.0 * p.result.overhead()});
+        plot.series.push_back(std::move(series));
+        // The reference point: no rematerialization at all.
+        plot.series.push_back({"store-all", {{static_cast<double>(top) / unit, 0.0}}, "#777777"});
+        memplan::write_svg_plot(*svg, plot);
+    }
+
+    memplan::cli::text_table t;
+    t.add_row({"budget", "of store-all", "arena", "arena bytes", "overhead", "planner", "status", "time"});
+    for (const auto& p : curve) {
+        const bool ok = memplan::has_solution(p.result.status);
+        t.add_row({memplan::cli::human_bytes(p.budget), percent(ratio(p.budget, top), 1),
+                   ok ? memplan::cli::human_bytes(p.result.arena()) : "-",
+                   ok ? std::to_string(p.result.arena()) : "-", ok ? signed_percent(p.result.overhead()) : "-",
+                   p.result.planner + (p.carried ? " *" : ""), std::string(memplan::to_string(p.result.status)),
+                   memplan::cli::human_seconds(p.seconds)});
+    }
+    std::cout << "graph: " << g.name() << " (" << g.num_ops() << " ops), planner " << name << ", store-all arena "
+              << bytes_both(top) << "\n\n"
+              << t.str();
+    bool carried = false;
+    for (const auto& p : curve) carried = carried || p.carried;
+    if (carried) std::cout << "* a cheaper plan found at a smaller budget, which fits this one too\n";
+    std::cout << "sweep time: " << memplan::cli::human_seconds(secs) << "\n";
+    if (const auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+    if (const auto svg = a->value("--svg")) std::cout << "wrote " << *svg << "\n";
     return exit_ok;
 }
 
@@ -472,7 +664,7 @@ const std::vector<command>& commands() {
          run_stats},
         {"plan",
          "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
-         "                        [--alignment N]",
+         "                        [--alignment N] [--budget BYTES|P% [--remat NAME]]",
          "Orders the ops, places every buffer in one arena, and checks the plan.",
          "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
          "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
@@ -481,11 +673,36 @@ const std::vector<command>& commands() {
          "                          until the arena meets the lower bound or the time limit), no_reuse,\n"
          "                          greedy_by_size, greedy_by_lifetime, online_best_fit, best_heuristic,\n"
          "                          exact, milp (the offset MILP on --solver)\n"
-         "  --solver NAME           MILP backend for milp and --order ilp: glpk (default) or cbc\n"
-         "  --time-limit S          seconds for exact, milp and --order ilp (default 10)\n"
+         "  --solver NAME           MILP backend for milp, --order ilp and MILP-based --remat planners:\n"
+         "                          glpk (default) or cbc\n"
+         "  --time-limit S          seconds for exact, milp, --order ilp and --remat (default 10)\n"
          "  --alignment N           every offset a multiple of N bytes (default 256)\n"
+         "  --budget BYTES|P%       rematerialization: the arena must fit BYTES (or 7.5GiB, 8GB, ...) or\n"
+         "                          P percent of the store-all arena; the planner chooses what to keep,\n"
+         "                          what to recompute and each op's variant, then orders and places\n"
+         "                          (not with --order/--alloc). Prints the overhead: cost / store-all\n"
+         "                          cost - 1. A budget below what any schedule needs exits 4 with the\n"
+         "                          reason; no plan found in the time limit exits 1\n"
+         "  --remat NAME            rematerialization planner for --budget (default: auto when\n"
+         "                          available, else store_all; an unknown name lists them)\n"
          "Long searches print their progress on stderr when it is a terminal.\n",
          run_plan},
+        {"pareto",
+         "memplan pareto GRAPH.json [--points N] [--remat NAME] [--time-limit S] [-o CURVE.csv] [--svg CURVE.svg]\n"
+         "                          [--solver NAME] [--alignment N]",
+         "Sweeps memory budgets from store-all down to the smallest one a planner can meet.",
+         "Bisects for the smallest budget at which the planner still finds a plan, then plans at N budgets\n"
+         "evenly spaced from there to the store-all arena. Each point shows the cheapest plan found that\n"
+         "fits its budget (marked * when it came from a run at a smaller budget).\n"
+         "  --points N              budgets on the curve, both ends included (default 8, at least 2)\n"
+         "  --remat NAME            rematerialization planner (default: auto when available, else\n"
+         "                          store_all; an unknown name lists them)\n"
+         "  --time-limit S          seconds per planner run (default 10)\n"
+         "  -o, --output CURVE.csv  budget_bytes,arena_bytes,overhead,planner,status,seconds\n"
+         "  --svg CURVE.svg         the curve as a plot: overhead (%) against the arena\n"
+         "  --solver NAME           MILP backend for MILP-based planners: glpk (default) or cbc\n"
+         "  --alignment N           every offset a multiple of N bytes (default 256)\n",
+         run_pareto},
         {"check", "memplan check GRAPH.json PLAN.json", "Checks a plan against its graph (formats.md rules 1-7).",
          "Prints \"valid\" and exits 0, or prints every violation, one a line, and exits 1.\n", run_check},
         {"alloc",
@@ -552,8 +769,9 @@ void print_usage() {
     for (const auto& c : commands())
         std::cout << "  " << c.name << std::string(w - c.name.size() + 2, ' ') << c.summary << "\n";
     std::cout << "  help" << std::string(w - 4 + 2, ' ') << "help CMD shows the options of a command\n"
-              << "\nexit codes: 0 done, 1 invalid plan or capacity exceeded, 2 bad arguments or input,\n"
-                 "3 internal error. Options: --help, --version.\n";
+              << "\nexit codes: 0 done, 1 invalid plan, capacity exceeded or no plan found within a budget,\n"
+                 "2 bad arguments or input, 3 internal error, 4 a budget no schedule can meet.\n"
+                 "Options: --help, --version.\n";
 }
 
 int run(const std::vector<std::string>& args) {

@@ -1,0 +1,263 @@
+// Rematerialization against MONeT's published operating points (Shah et al.,
+// ICLR 2021; anchors.md): for each of its five models at its batch size, the
+// store-all arena, the budget = store-all / MONeT's memory factor, and for
+// every planner select.hpp offers (plus Checkmate on GLPK once
+// `plan_remat_with` exists): status, arena, overhead, time, and whether it
+// beats MONeT (fits the budget at a lower overhead than MONeT's).
+// A second table compares memory at equal overhead (5/10/15 %) from Pareto
+// sweeps of joint, checkmate, sqrt_n and chen_greedy, whichever exist.
+//
+// Usage: bench_solver_remat_monet [--models a,b] [--planners x,y] [--time-limit S]
+//                                 [--sweep-time-limit S] [--points N] [--levels 5,10,15] [--no-sweep]
+// Prints markdown tables. Every plan is checked with check_plan; an invalid
+// one ends the program with exit 1.
+#include <memplan/check/validator.hpp>
+#include <memplan/remat/pareto.hpp>
+#include <memplan/remat/select.hpp>
+#include <memplan/solver/glpk.hpp>
+#include <memplan/zoo/zoo.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+struct monet_point {
+    std::string_view model;
+    std::string_view label;
+    double factor;       ///< store-all memory / MONeT's memory
+    double max_overhead; ///< MONeT's overhead at that memory, as a fraction
+};
+
+// anchors.md: PyTorch vs MONeT memory and MONeT's GPU-time overhead.
+constexpr monet_point monet_points[] = {
+    {"resnet50", "ResNet-50 (184)", 3.02, 0.1195},     {"googlenet", "GoogLeNet (320)", 2.99, 0.1577},
+    {"unet", "U-Net (11, 416x608)", 2.86, 0.1151},     {"mobilenet_v2", "MobileNet-V2 (272)", 2.89, 0.0872},
+    {"vgg16", "VGG-16 (176)", 2.56, 0.0911},
+};
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string x; std::getline(ss, x, ',');)
+        if (!x.empty()) out.push_back(x);
+    return out;
+}
+
+double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+/// plan_remat_with(name, g, options, solver) when select.hpp offers it
+/// (found by argument-dependent lookup at instantiation), else plan_remat.
+template <class Graph>
+memplan::remat_result run_planner(std::string_view name, const Graph& g, const memplan::remat_options& o) {
+    const memplan::glpk_solver solver{};
+    if constexpr (requires { plan_remat_with(name, g, o, solver); }) return plan_remat_with(name, g, o, solver);
+    else return memplan::plan_remat(name, g, o);
+}
+
+template <class Graph>
+constexpr bool has_solver_planners() {
+    return requires(std::string_view n, const Graph& g, const memplan::remat_options& o,
+                    const memplan::glpk_solver& s) { plan_remat_with(n, g, o, s); };
+}
+
+std::vector<std::string> available_planners() {
+    std::vector<std::string> v;
+    for (auto n : memplan::remat_names()) v.emplace_back(n);
+    if (has_solver_planners<memplan::graph>() && std::find(v.begin(), v.end(), "checkmate") == v.end())
+        v.emplace_back("checkmate");
+    return v;
+}
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    double time_limit = 60;
+    double sweep_time_limit = 10;
+    std::size_t points = 6;
+    bool sweep = true;
+    std::vector<double> levels{0.05, 0.10, 0.15};
+    std::vector<std::string> models;
+    for (const auto& p : monet_points) models.emplace_back(p.model);
+    const auto available = available_planners();
+    std::vector<std::string> planners = available;
+    try {
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            const bool has_value = i + 1 < argc;
+            if (a == "--time-limit" && has_value) time_limit = std::stod(argv[++i]);
+            else if (a == "--sweep-time-limit" && has_value) sweep_time_limit = std::stod(argv[++i]);
+            else if (a == "--points" && has_value) points = std::stoul(argv[++i]);
+            else if (a == "--models" && has_value) models = split(argv[++i]);
+            else if (a == "--planners" && has_value) planners = split(argv[++i]);
+            else if (a == "--levels" && has_value) {
+                levels.clear();
+                for (const auto& l : split(argv[++i])) levels.push_back(std::stod(l) / 100.0);
+            } else if (a == "--no-sweep") sweep = false;
+            else throw std::invalid_argument(a);
+        }
+    } catch (const std::exception&) {
+        std::fprintf(stderr,
+                     "usage: %s [--models a,b] [--planners x,y] [--time-limit S] [--sweep-time-limit S] [--points N]\n"
+                     "          [--levels 5,10,15] [--no-sweep]\n",
+                     argv[0]);
+        return 2;
+    }
+    for (const auto& m : models)
+        if (std::none_of(std::begin(monet_points), std::end(monet_points), [&](auto& p) { return p.model == m; })) {
+            std::fprintf(stderr, "unknown model '%s' (MONeT's: resnet50, googlenet, unet, mobilenet_v2, vgg16)\n",
+                         m.c_str());
+            return 2;
+        }
+    for (const auto& p : planners)
+        if (std::find(available.begin(), available.end(), p) == available.end()) {
+            std::string all;
+            for (const auto& n : available) all += (all.empty() ? "" : ", ") + n;
+            std::fprintf(stderr, "unknown planner '%s' (available: %s)\n", p.c_str(), all.c_str());
+            return 2;
+        }
+
+    std::printf("## Rematerialization at MONeT's memory budgets\n\n"
+                "budget = store-all arena / MONeT's memory factor; overhead = cost / store-all cost - 1; time limit "
+                "%.0f s per plan.\n\"beats\" = fits the budget at an overhead below MONeT's. \"bound\" = the "
+                "schedule-free lower bound (no schedule fits less). \"strict\" = overhead against store-all run with "
+                "every op's fastest variant (the default variants are not the fastest: implicit-GEMM convolutions).\n\n",
+                time_limit);
+    std::printf("| model | store-all | factor | budget | bound | planner | status | arena | memory factor | overhead | "
+                "strict | MONeT | time s | beats MONeT |\n");
+    std::printf("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    std::fflush(stdout);
+
+    struct model_data {
+        const monet_point* monet;
+        memplan::graph g;
+        std::uint64_t store_all = 0;
+    };
+    std::vector<model_data> data;
+    for (const auto& m : models) {
+        const auto* mp = &*std::find_if(std::begin(monet_points), std::end(monet_points),
+                                        [&](auto& p) { return p.model == m; });
+        auto g = memplan::zoo_graph(m); // MONeT's batch sizes are the zoo defaults
+        const memplan::remat_context<memplan::graph> ctx(g);
+        const auto [bound, bound_op] = ctx.min_memory();
+        memplan::remat_options top;
+        top.time_limit_seconds = time_limit;
+        const auto base = memplan::store_all{}.plan(ctx, top);
+        if (!memplan::has_solution(base.status)) {
+            std::printf("| %s | store-all failed: %s |\n", mp->label.data(), base.message.c_str());
+            return 1;
+        }
+        const std::uint64_t store_all = base.arena();
+        const auto budget = static_cast<std::uint64_t>(static_cast<double>(store_all) / mp->factor);
+        for (const auto& name : planners) {
+            memplan::remat_options o;
+            o.budget = budget;
+            o.time_limit_seconds = time_limit;
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto r = run_planner(name, g, o);
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const bool has = memplan::has_solution(r.status);
+            if (has && !memplan::check_plan(g, r.planned.plan).ok()) {
+                std::printf("| %s | %s | INVALID PLAN |\n", mp->label.data(), name.c_str());
+                return 1;
+            }
+            const bool fits = has && r.arena() <= budget;
+            std::string verdict;
+            if (budget < bound) verdict = "no: below the bound (provably infeasible)";
+            else if (!fits) verdict = "no: does not fit";
+            else if (r.overhead() < mp->max_overhead) verdict = "**yes**";
+            else verdict = "no: overhead";
+            const std::string who = r.planner.empty() || r.planner == name ? name : name + " (" + r.planner + ")";
+            std::printf("| %s | %.2f GiB | %.2f | %.2f GiB | %.2f GiB | %s | %s | %s | %s | %s | %s | %.2f %% | %.1f | %s |\n",
+                        mp->label.data(), gib(store_all), mp->factor, gib(budget), gib(bound), who.c_str(),
+                        std::string(memplan::to_string(r.status)).c_str(),
+                        has ? fmt("%.2f GiB", gib(r.arena())).c_str() : "-",
+                        has ? fmt("%.2fx", static_cast<double>(store_all) / static_cast<double>(r.arena())).c_str()
+                            : "-",
+                        has ? fmt("%+.2f %%", 100 * r.overhead()).c_str() : "-",
+                        has ? fmt("%+.2f %%", 100 * r.strict_overhead()).c_str() : "-", 100 * mp->max_overhead, secs,
+                        verdict.c_str());
+            std::fflush(stdout);
+        }
+        data.push_back({mp, std::move(g), store_all});
+    }
+
+    // --- memory at equal overhead, from Pareto sweeps -------------------------
+    if (!sweep) return 0;
+    std::vector<std::string> compared;
+    for (const char* n : {"joint", "checkmate", "sqrt_n", "chen_greedy"})
+        if (std::find(planners.begin(), planners.end(), n) != planners.end()) compared.emplace_back(n);
+    std::printf("\n## Memory at equal overhead\n\n");
+    if (compared.empty()) {
+        std::printf("No planner to compare yet (needs joint, checkmate, sqrt_n or chen_greedy among: ");
+        for (std::size_t i = 0; i < planners.size(); ++i) std::printf("%s%s", i ? ", " : "", planners[i].c_str());
+        std::printf(").\n");
+        return 0;
+    }
+    const std::string& reference = compared.front();
+    std::printf("Smallest arena (GiB) whose overhead is at most the level, from a %zu-point Pareto sweep per planner "
+                "(%.0f s per run); ratio = planner / %s (MONeT reports 1.2-1.8x less memory than Checkmate at equal "
+                "compute).\n\n",
+                points, sweep_time_limit, reference.c_str());
+    std::printf("| model | overhead <= |");
+    for (const auto& n : compared) std::printf(" %s |", n.c_str());
+    for (std::size_t i = 1; i < compared.size(); ++i) std::printf(" %s / %s |", compared[i].c_str(), reference.c_str());
+    std::printf(" sweep s |\n|---|---:|");
+    for (std::size_t i = 0; i < 2 * compared.size() - 1; ++i) std::printf("---:|");
+    std::printf("---:|\n");
+    std::fflush(stdout);
+    for (const auto& d : data) {
+        std::map<std::string, std::vector<memplan::pareto_point>> curves;
+        double sweep_secs = 0;
+        for (const auto& name : compared) {
+            memplan::pareto_options po;
+            po.points = std::max<std::size_t>(points, 2);
+            po.store_all_time_limit = sweep_time_limit;
+            const auto t0 = std::chrono::steady_clock::now();
+            curves[name] = memplan::pareto_sweep(
+                d.g,
+                [&](std::uint64_t budget) {
+                    memplan::remat_options o;
+                    o.budget = budget;
+                    o.time_limit_seconds = sweep_time_limit;
+                    return run_planner(name, d.g, o);
+                },
+                po);
+            sweep_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            for (const auto& p : curves[name])
+                if (memplan::has_solution(p.result.status) && !memplan::check_plan(d.g, p.result.planned.plan).ok()) {
+                    std::printf("| %s | %s sweep: INVALID PLAN |\n", d.monet->label.data(), name.c_str());
+                    return 1;
+                }
+        }
+        for (double level : levels) {
+            std::printf("| %s | %.0f %% |", d.monet->label.data(), 100 * level);
+            std::vector<std::optional<std::uint64_t>> mem;
+            for (const auto& n : compared) {
+                mem.push_back(memplan::memory_at_overhead(curves[n], level));
+                if (mem.back()) std::printf(" %.2f |", gib(*mem.back()));
+                else std::printf(" - |");
+            }
+            for (std::size_t i = 1; i < compared.size(); ++i) {
+                if (mem[i] && mem[0]) std::printf(" %.2f |", static_cast<double>(*mem[i]) / static_cast<double>(*mem[0]));
+                else std::printf(" - |");
+            }
+            std::printf(" %.0f |\n", sweep_secs);
+        }
+        std::fflush(stdout);
+    }
+    return 0;
+}
