@@ -1,0 +1,130 @@
+// run_cuda_example (cuda_common.hpp): the CPU examples' run_example with the
+// CUDA backend, plus device facts in the report, and two CUDA options taken
+// out before the shared parser sees the rest:
+//   --measure           measure every op and convolution variant on this GPU
+//                       (engine/cuda/measure.hpp) and plan with those costs
+//                       and workspaces instead of the model's estimates
+//   --strict-workspace  a convolution whose cuDNN algorithm needs more
+//                       workspace than planned is an error (default: it runs
+//                       the zero-workspace algorithm and the report counts it)
+#include "cuda_common.hpp"
+
+#include "../train/common.hpp" // options, planning helpers
+
+#include <memplan/engine/cuda/backend.hpp>
+#include <memplan/engine/cuda/device.hpp>
+#include <memplan/engine/cuda/measure.hpp>
+#include <memplan/engine/cuda/profile.hpp>
+
+#include <vector>
+
+namespace memplan::examples {
+
+int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
+    try {
+        bool measured = false, strict = false;
+        std::vector<char*> rest{argv[0]};
+        for (int i = 1; i < argc; ++i) {
+            const std::string_view a = argv[i];
+            if (a == "--measure") measured = true;
+            else if (a == "--strict-workspace") strict = true;
+            else rest.push_back(argv[i]);
+        }
+        const auto o = parse_options(static_cast<int>(rest.size()), rest.data(), default_steps);
+        if (engine::cuda::device_count() == 0) {
+            std::fprintf(stderr, "no CUDA device: %s not run\n", m.net.name().c_str());
+            return 77;
+        }
+        training_options to;
+        to.opt = opt_kind;
+        training_program prog;
+        graph g = training_graph(m.net, to, prog);
+        if (measured) {
+            const auto t0 = std::chrono::steady_clock::now();
+            engine::cuda::measure_options mo;
+            mo.opt = opt_kind;
+            for (auto& [input, bytes] : m.batch(0)) mo.inputs.push_back({input, bytes});
+            const auto r = engine::cuda::apply_profile(g, engine::cuda::measure(m.net, g, prog, mo));
+            std::printf("measured %zu ops and %zu convolution variants (%zu unsupported removed) in %.1f s\n", r.ops,
+                        r.variants, r.removed_variants,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        engine::cuda::backend_options bo;
+        bo.shortfall = strict ? engine::cuda::workspace_shortfall::error : engine::cuda::workspace_shortfall::fallback;
+        engine::executor_options eo;
+        eo.poison = o.poison;
+        eo.opt.kind = opt_kind;
+        if (opt_kind == optimizer::adam) eo.opt.lr = 1e-3f;
+
+        std::uint64_t naive_bytes = 0;
+        for (const auto& t : g.tensors()) naive_bytes += t.bytes;
+        // Planning as the CPU examples do (remat planners by name, --budget min).
+        const auto t_plan = std::chrono::steady_clock::now();
+        remat_options ro;
+        ro.time_limit_seconds = o.time_limit;
+        const auto store_all = plan_remat("store_all", g, ro).arena();
+        auto budget = static_cast<std::uint64_t>(double(store_all) * o.budget_percent / 100.0);
+        auto chosen = [&]() -> memplan::plan {
+            if (o.naive) return {};
+            ro.budget = budget;
+            auto r = o.budget_percent > 0 ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, store_all, o.time_limit);
+            if (o.budget_percent > 0 && !has_solution(r.status)) {
+                std::printf("budget %.1f%% (%llu bytes) not reached by planner '%s' (%s); using the smallest budget "
+                            "it reaches\n",
+                            o.budget_percent, (unsigned long long)budget, o.remat.c_str(), r.message.c_str());
+                r = min_budget_plan(g, o.remat, store_all, o.time_limit);
+                if (has_solution(r.status)) budget = r.arena();
+            }
+            if (!has_solution(r.status))
+                throw error("engine", "planner '" + o.remat + "' found no plan within " + std::to_string(budget) +
+                                          " bytes: " + std::string(to_string(r.status)) +
+                                          (r.message.empty() ? "" : " (" + r.message + ")"));
+            if (o.budget_percent <= 0) budget = r.arena();
+            const auto& p = r.planned.plan;
+            const auto report = check_plan(g, p);
+            if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
+            std::size_t non_default = 0;
+            for (const auto& st : p.steps) non_default += st.has_variant() && st.variant != 0;
+            std::printf("%s: %zu ops, %zu steps (%zu recomputed, %zu with a non-default variant); planner %s, "
+                        "predicted overhead %+.1f %%, planned in %.1f s\n",
+                        m.net.name().c_str(), g.num_ops(), p.steps.size(), p.steps.size() - g.num_ops(), non_default,
+                        r.planner.c_str(), 100 * r.overhead(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count());
+            return p;
+        }();
+        using cuda_executor = engine::executor<engine::cuda::backend>;
+        auto ex = o.naive ? cuda_executor::naive(m.net, g, prog, engine::cuda::backend(bo), eo)
+                          : cuda_executor(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);
+        const auto arena = ex.reserved_bytes();
+        std::printf("device %s; naive footprint %llu bytes, store-all arena %llu bytes, %s %llu bytes\n",
+                    engine::cuda::describe_device(0).name.c_str(), (unsigned long long)naive_bytes,
+                    (unsigned long long)store_all, o.naive ? "naive allocations" : "planned arena",
+                    (unsigned long long)arena);
+        float loss = 0;
+        double ms_total = 0;
+        for (int s = 0; s < o.steps; ++s) {
+            feed(ex, m, static_cast<std::uint64_t>(s));
+            const auto t0 = std::chrono::steady_clock::now();
+            loss = ex.step(); // synchronises: the loss is downloaded
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (s > 0 || o.steps == 1) ms_total += ms; // step 0 warms cuDNN and cuBLAS up
+            if (s % o.interval == 0 || s + 1 == o.steps) std::printf("step %4d loss %.5f\n", s, double(loss));
+        }
+        const double ms = ms_total / std::max(1, o.steps > 1 ? o.steps - 1 : 1);
+        const auto st = ex.backend().stats();
+        std::printf("device bytes in use %llu; backend peak %llu bytes in %llu allocations; conv fallbacks: %llu "
+                    "unsupported, %llu workspace short\n",
+                    (unsigned long long)engine::cuda::device_bytes_in_use(), (unsigned long long)st.peak_bytes,
+                    (unsigned long long)st.allocations, (unsigned long long)st.conv_fallbacks,
+                    (unsigned long long)st.workspace_fallbacks);
+        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),
+                    (unsigned long long)naive_bytes, (unsigned long long)arena,
+                    (unsigned long long)(o.naive ? naive_bytes : budget), ms);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
+
+} // namespace memplan::examples

@@ -1,0 +1,79 @@
+// memplan_profile_cuda: measured costs and convolution variants for one of the
+// example networks (mlp, cnn, resnet, unet, transformer; default cnn).
+// On a GPU it measures every op and each convolution variant's cuDNN
+// algorithm (engine/cuda/measure.hpp) and writes the table to --out FILE;
+// without one it reads a recorded table (--recorded FILE, by default
+// tests/cuda/recorded_profile_cnn.json: made-up numbers, clearly labelled).
+// Either way the table is applied to the training graph and the planned
+// arena and time at store-all are printed with the model costs and the
+// measured ones.
+#include "cuda_common.hpp"
+
+#include <memplan/engine/cuda/device.hpp>
+#include <memplan/engine/cuda/measure.hpp>
+#include <memplan/engine/cuda/profile.hpp>
+#include <memplan/graph/training.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/make_plan.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#ifndef MEMPLAN_SOURCE_DIR
+#define MEMPLAN_SOURCE_DIR "."
+#endif
+
+int main(int argc, char** argv) {
+    using namespace memplan;
+    std::string name = "cnn", out, recorded = std::string(MEMPLAN_SOURCE_DIR) + "/tests/cuda/recorded_profile_cnn.json";
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if ((a == "--out" || a == "--recorded" || a == "--net") && i + 1 < argc) {
+            (a == "--out" ? out : a == "--recorded" ? recorded : name) = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: %s [--net NAME] [--out FILE.json] [--recorded FILE.json]\n", argv[0]);
+            return 2;
+        }
+    }
+    try {
+        const examples::model m = name == "mlp" ? examples::mlp() : name == "resnet" ? examples::resnet()
+                                 : name == "unet" ? examples::unet() : name == "transformer" ? examples::transformer()
+                                                                     : examples::cnn();
+        training_options to;
+        to.opt = (name == "mlp" || name == "transformer") ? optimizer::adam : optimizer::sgd_momentum;
+        training_program prog;
+        graph g = training_graph(m.net, to, prog);
+        const auto before = make_plan(g, default_schedule(g), best_heuristic{});
+        engine::cuda::profile_table table;
+        if (engine::cuda::device_count() > 0) {
+            engine::cuda::measure_options mo;
+            mo.opt = to.opt;
+            for (auto& [input, bytes] : m.batch(0)) mo.inputs.push_back({input, bytes});
+            table = engine::cuda::measure(m.net, g, prog, mo);
+            if (!out.empty()) {
+                std::ofstream f(out);
+                f << engine::cuda::to_json(table).dump(2) << "\n";
+                if (!f) throw error("io", "cannot write '" + out + "'");
+            }
+        } else {
+            std::printf("no CUDA device: applying the recorded table %s\n", recorded.c_str());
+            table = engine::cuda::read_profile(recorded);
+        }
+        const auto r = engine::cuda::apply_profile(g, table);
+        const auto after = make_plan(g, default_schedule(g), best_heuristic{});
+        double total = 0;
+        for (const auto& op : g.ops()) total += op.cost;
+        std::printf("profile source: %s\n%zu ops costed, %zu variants set, %zu unsupported removed\n",
+                    table.source.c_str(), r.ops, r.variants, r.removed_variants);
+        std::printf("store-all arena %llu bytes (model costs) / %llu bytes (measured variants); step %.3f ms\n",
+                    (unsigned long long)before.plan.arena_bytes, (unsigned long long)after.plan.arena_bytes, total);
+        for (const auto& o : table.ops)
+            for (const auto& v : o.variants)
+                std::printf("  %-28s %-14s %-18s %s ws %12llu B  %8.3f ms\n", o.op.c_str(), v.name.c_str(),
+                            v.algorithm.c_str(), v.supported ? "ok " : "n/a", (unsigned long long)v.workspace_bytes, v.ms);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,7 @@
+// The CUDA twin of examples/train/train_unet.cpp: the same network, data,
+// options and last line, trained on the GPU (memplan::cuda).
+#include "cuda_common.hpp"
+
+int main(int argc, char** argv) {
+    return memplan::examples::run_cuda_example(memplan::examples::unet(), memplan::optimizer::sgd_momentum, argc, argv, 100);
+}

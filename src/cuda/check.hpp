@@ -1,0 +1,31 @@
+// The one checking macro of the CUDA backend: MEMPLAN_CUDA_CHECK(call) turns
+// a failed CUDA runtime, cuBLAS or cuDNN call into memplan::error("cuda", ...)
+// naming the call, file:line and the library's message. Private to src/cuda.
+#pragma once
+
+#include <memplan/core/error.hpp>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <string>
+
+namespace memplan::engine::cuda::detail {
+
+inline bool failed(cudaError_t e) noexcept { return e != cudaSuccess; }
+inline bool failed(cublasStatus_t e) noexcept { return e != CUBLAS_STATUS_SUCCESS; }
+inline bool failed(cudnnStatus_t e) noexcept { return e != CUDNN_STATUS_SUCCESS; }
+inline std::string message(cudaError_t e) { return cudaGetErrorString(e); }
+inline std::string message(cublasStatus_t e) { return cublasGetStatusString(e); }
+inline std::string message(cudnnStatus_t e) { return cudnnGetErrorString(e); }
+
+template <class Status>
+void check(Status s, const char* call, const char* file, int line) {
+    if (failed(s))
+        throw error("cuda", std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + message(s));
+}
+
+} // namespace memplan::engine::cuda::detail
+
+#define MEMPLAN_CUDA_CHECK(call) ::memplan::engine::cuda::detail::check((call), #call, __FILE__, __LINE__)

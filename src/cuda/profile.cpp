@@ -1,0 +1,185 @@
+// memplan::engine::cuda::measure: every op of a training graph timed on the
+// CUDA backend (naive executor, each step synchronised before and after, the
+// median over a few training steps), and each convolution variant's cuDNN
+// algorithm measured by cuDNN's Find (time and workspace bytes).
+#include "check.hpp"
+
+#include <memplan/engine/cuda/algorithms.hpp>
+#include <memplan/engine/cuda/backend.hpp>
+#include <memplan/engine/cuda/device.hpp>
+#include <memplan/engine/cuda/measure.hpp>
+#include <memplan/engine/executor.hpp>
+#include <memplan/nn/layer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+namespace memplan::engine::cuda {
+
+namespace {
+
+using i64 = std::int64_t;
+
+/// The CUDA backend with every run timed on the host between two synchronisations.
+class timed_backend {
+public:
+    std::byte* allocate(std::uint64_t n) { return inner_.allocate(n); }
+    void deallocate(std::byte* p, std::uint64_t n) noexcept { inner_.deallocate(p, n); }
+    void upload(std::byte* d, const std::byte* h, std::uint64_t n) { inner_.upload(d, h, n); }
+    void download(std::byte* h, const std::byte* d, std::uint64_t n) { inner_.download(h, d, n); }
+    void poison(std::byte* p, std::uint64_t n) { inner_.poison(p, n); }
+    void synchronize() { inner_.synchronize(); }
+    void run(const kernel_call& c) {
+        inner_.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        inner_.run(c);
+        inner_.synchronize();
+        times_->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::vector<double>& times() { return *times_; }
+
+private:
+    backend inner_;
+    std::shared_ptr<std::vector<double>> times_ = std::make_shared<std::vector<double>>();
+};
+static_assert(BackendLike<timed_backend>);
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+struct descriptor {
+    T d{};
+    descriptor() { MEMPLAN_CUDA_CHECK(Create(&d)); }
+    descriptor(const descriptor&) = delete;
+    descriptor& operator=(const descriptor&) = delete;
+    ~descriptor() { Destroy(d); }
+    operator T() const noexcept { return d; }
+};
+
+struct device_buffer {
+    void* p = nullptr;
+    explicit device_buffer(std::size_t n) { MEMPLAN_CUDA_CHECK(cudaMalloc(&p, n ? n : 1)); }
+    device_buffer(const device_buffer&) = delete;
+    device_buffer& operator=(const device_buffer&) = delete;
+    ~device_buffer() { cudaFree(p); }
+};
+
+/// Find results for the three passes of one conv2d layer, per variant name.
+std::vector<variant_measurement> find_conv(cudnnHandle_t h, const nn::conv2d& l, const nn::shape& xs,
+                                           const nn::shape& ys, conv_pass pass,
+                                           const std::vector<std::string>& variants) {
+    auto i = [](std::uint64_t v) { return static_cast<int>(v); };
+    descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> xd, yd;
+    descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> wd;
+    descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor> cd;
+    MEMPLAN_CUDA_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(xs[0]), i(xs[1]), i(xs[2]), i(xs[3])));
+    MEMPLAN_CUDA_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(ys[0]), i(ys[1]), i(ys[2]), i(ys[3])));
+    MEMPLAN_CUDA_CHECK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(ys[1]), i(xs[1] / l.groups),
+                                                  i(l.kernel_h), i(l.kernel_w)));
+    MEMPLAN_CUDA_CHECK(cudnnSetConvolution2dDescriptor(cd, i(l.pad_h), i(l.pad_w), i(l.stride_h), i(l.stride_w),
+                                                       i(l.dilation_h), i(l.dilation_w), CUDNN_CROSS_CORRELATION,
+                                                       CUDNN_DATA_FLOAT));
+    MEMPLAN_CUDA_CHECK(cudnnSetConvolutionGroupCount(cd, i(l.groups)));
+    MEMPLAN_CUDA_CHECK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    device_buffer x(xs.numel() * 4), y(ys.numel() * 4), w(ys[1] * (xs[1] / l.groups) * l.kernel_h * l.kernel_w * 4);
+    std::size_t free = 0, total = 0;
+    MEMPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const std::size_t ws_bytes = std::min<std::size_t>(free / 4, std::size_t(2) << 30);
+    device_buffer ws(ws_bytes);
+    struct found {
+        std::string algorithm;
+        cudnnStatus_t status;
+        float ms;
+        std::size_t memory;
+    };
+    std::vector<found> results;
+    int n = 0;
+    if (pass == conv_pass::forward) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        MEMPLAN_CUDA_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x.p, wd, w.p, cd, yd, y.p,
+                                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
+        const char* names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+        for (int k = 0; k < n; ++k)
+            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+    } else if (pass == conv_pass::backward_data) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        MEMPLAN_CUDA_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            h, wd, w.p, yd, y.p, cd, xd, x.p, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
+        const char* names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+        for (int k = 0; k < n; ++k)
+            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        MEMPLAN_CUDA_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            h, xd, x.p, yd, y.p, cd, wd, w.p, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
+        const char* names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+        for (int k = 0; k < n; ++k)
+            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+    }
+    std::vector<variant_measurement> out;
+    for (const auto& v : variants) {
+        variant_measurement m{v, std::string(cudnn_algorithm(v, pass)), false, 0, 0};
+        for (const auto& r : results)
+            if (r.algorithm == m.algorithm && r.status == CUDNN_STATUS_SUCCESS && r.ms >= 0) {
+                m.supported = true;
+                m.ms = double(r.ms);
+                m.workspace_bytes = r.memory;
+            }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+} // namespace
+
+profile_table measure(const nn::network& net, const graph& g, const training_program& prog, const measure_options& o) {
+    if (device_count() == 0) throw error("cuda", "measure: no CUDA device");
+    executor_options eo;
+    eo.opt.kind = o.opt;
+    auto ex = executor<timed_backend>::naive(net, g, prog, {}, eo);
+    std::vector<char> produced(g.num_tensors(), 0);
+    for (const auto& op : g.ops())
+        for (auto t : op.outputs) produced[t] = 1;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+        const auto& x = g.tensor(static_cast<graph::id_type>(t));
+        if (produced[t] || x.persistent) continue;
+        std::vector<std::byte> bytes(x.bytes, std::byte{0});
+        for (const auto& [name, data] : o.inputs)
+            if (name == x.name) bytes = data;
+        ex.set_input(x.name, bytes);
+    }
+    const auto& steps = ex.plan().steps;
+    std::vector<std::vector<double>> per_op(g.num_ops());
+    for (int r = 0; r < std::max(1, o.repeats) + 1; ++r) {
+        ex.backend().times().clear();
+        ex.step();
+        if (r == 0) continue; // warm-up: cuDNN and cuBLAS pick kernels on first use
+        const auto& t = ex.backend().times();
+        for (std::size_t i = 0; i < steps.size() && i < t.size(); ++i) per_op[steps[i].op].push_back(t[i]);
+    }
+    profile_table table;
+    table.source = describe_device(0).name;
+    cudnnHandle_t h = nullptr;
+    MEMPLAN_CUDA_CHECK(cudnnCreate(&h));
+    std::unique_ptr<cudnnContext, decltype(&cudnnDestroy)> guard(h, cudnnDestroy);
+    for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
+        auto& ms = per_op[i];
+        std::sort(ms.begin(), ms.end());
+        op_measurement m{g.op(i).name, ms.empty() ? 0.0 : ms[ms.size() / 2], {}};
+        const auto& origin = prog.ops[i];
+        if (origin.kind == op_origin_kind::layer && !g.op(i).variants.empty()) {
+            const auto& node = net.nodes()[origin.node];
+            if (const auto* conv = std::get_if<nn::conv2d>(&node.layer)) {
+                std::vector<std::string> names;
+                for (const auto& v : g.op(i).variants) names.push_back(v.name);
+                const std::string_view suffix = std::string_view(m.op).substr(m.op.rfind('.') + 1);
+                m.variants = find_conv(h, *conv, net.info(node.inputs[0]).shape, net.info(node.output).shape,
+                                       pass_of(suffix), names);
+            }
+        }
+        table.ops.push_back(std::move(m));
+    }
+    return table;
+}
+
+} // namespace memplan::engine::cuda

@@ -1,0 +1,128 @@
+// The profiling path without a GPU: a recorded table (recorded_profile_cnn.json,
+// made-up numbers, labelled as such) applied to the cnn example's training
+// graph; the plans made from it are valid and use the recorded workspaces.
+#include "models.hpp"
+
+#include <doctest/doctest.h>
+
+#include <memplan/check/validator.hpp>
+#include <memplan/engine/cuda/algorithms.hpp>
+#include <memplan/engine/cuda/profile.hpp>
+#include <memplan/engine/recompute.hpp>
+#include <memplan/graph/training.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/make_plan.hpp>
+
+#include <fstream>
+#include <string>
+
+using namespace memplan;
+
+namespace {
+
+const std::string table_path = std::string(MEMPLAN_CUDA_TEST_DIR) + "/recorded_profile_cnn.json";
+
+graph cnn_graph() {
+    training_options to;
+    to.opt = optimizer::sgd_momentum;
+    training_program prog;
+    return training_graph(examples::cnn().net, to, prog);
+}
+
+} // namespace
+
+TEST_CASE("cuda.profile.recorded_table_is_labelled") {
+    const auto t = engine::cuda::read_profile(table_path);
+    CHECK(t.source.rfind("recorded:", 0) == 0);
+    CHECK(t.source.find("NOT measured") != std::string::npos);
+    CHECK(!t.ops.empty());
+}
+
+TEST_CASE("cuda.profile.apply_sets_costs_and_workspaces") {
+    auto g = cnn_graph();
+    const auto t = engine::cuda::read_profile(table_path);
+    const auto r = engine::cuda::apply_profile(g, t);
+    CHECK(r.ops == g.num_ops());
+    std::size_t variants = 0, removed = 0;
+    for (const auto& o : t.ops) {
+        const auto id = g.find_op(o.op);
+        REQUIRE(id.has_value());
+        const auto& op = g.op(*id);
+        CHECK(op.cost == doctest::Approx(o.ms));
+        for (const auto& v : o.variants) {
+            const auto it = std::find_if(op.variants.begin(), op.variants.end(), [&](const auto& x) { return x.name == v.name; });
+            if (!v.supported) {
+                CHECK(it == op.variants.end());
+                ++removed;
+                continue;
+            }
+            REQUIRE(it != op.variants.end());
+            CHECK(it->workspace == v.workspace_bytes);
+            CHECK(it->cost == doctest::Approx(v.ms));
+            ++variants;
+            // The recorded algorithm is the one the backend runs for the variant.
+            if (v.algorithm.empty()) continue; // not a convolution (ReLU, batch-norm backward)
+            const auto suffix = std::string_view(o.op).substr(o.op.rfind('.') + 1);
+            CHECK(v.algorithm == engine::cuda::cudnn_algorithm(v.name, engine::cuda::pass_of(suffix)));
+        }
+    }
+    CHECK(r.variants == variants);
+    CHECK(r.removed_variants == removed);
+    CHECK(removed > 0); // the table marks Winograd filter gradients unsupported
+}
+
+TEST_CASE("cuda.profile.plans_from_measured_graph_are_valid") {
+    auto g = cnn_graph();
+    engine::cuda::apply_profile(g, engine::cuda::read_profile(table_path));
+    // Store-all with the default variants, and with every convolution on
+    // variant 1 (gemm_im2col): its workspace buffers are the recorded bytes.
+    const auto base = make_plan(g, default_schedule(g), best_heuristic{});
+    REQUIRE(has_solution(base.status));
+    CHECK(check_plan(g, base.plan).ok());
+    std::vector<bool> none(g.num_tensors(), false);
+    const auto gemm = make_plan(g, engine::recompute_schedule(g, none, 1), best_heuristic{});
+    REQUIRE(has_solution(gemm.status));
+    CHECK(check_plan(g, gemm.plan).ok());
+    std::size_t workspaces = 0;
+    for (const auto& b : gemm.plan.buffers)
+        if (b.is_workspace()) {
+            const auto& st = gemm.plan.steps[b.step];
+            CHECK(b.bytes == g.workspace_of(st.op, st.variant));
+            ++workspaces;
+        }
+    std::size_t conv_passes = 0;
+    for (const auto& op : g.ops())
+        for (const auto& v : op.variants) conv_passes += v.name == "gemm_im2col";
+    CHECK(conv_passes == 5); // conv1 has no input gradient
+    CHECK(workspaces == conv_passes);
+    CHECK(gemm.plan.arena_bytes >= base.plan.arena_bytes);
+    // The greedy budget helper works on measured costs too.
+    const auto b = engine::plan_for_budget(g, 0);
+    CHECK(check_plan(g, b.best).ok());
+    CHECK(b.best.arena_bytes <= b.store_all_bytes);
+}
+
+TEST_CASE("cuda.profile.missing_op_or_variant_is_an_error") {
+    auto t = engine::cuda::read_profile(table_path);
+    auto g = cnn_graph();
+    auto short_table = t;
+    const std::string dropped = short_table.ops.back().op;
+    short_table.ops.pop_back();
+    CHECK_THROWS_WITH_AS(engine::cuda::apply_profile(g, short_table), doctest::Contains(dropped.c_str()), memplan::error);
+    auto bad_variant = t;
+    for (auto& o : bad_variant.ops)
+        if (!o.variants.empty()) {
+            o.variants.front().name = "fft";
+            break;
+        }
+    CHECK_THROWS_WITH_AS(engine::cuda::apply_profile(g, bad_variant), doctest::Contains("no variant 'fft'"), memplan::error);
+}
+
+TEST_CASE("cuda.profile.json_round_trip_and_bad_files") {
+    const auto t = engine::cuda::read_profile(table_path);
+    const auto j = engine::cuda::to_json(t);
+    CHECK(j["format"] == "memplan.cuda_profile");
+    CHECK(j["ops"].size() == t.ops.size());
+    CHECK_THROWS_WITH_AS(engine::cuda::read_profile(std::string(MEMPLAN_CUDA_TEST_DIR) + "/no_such.json"),
+                         doctest::Contains("no_such.json"), memplan::error);
+}
