@@ -122,6 +122,78 @@ TEST_CASE("alloc.exact.brute_force_small_random") {
     CHECK(proven_by_search > 0); // not every refutation came from the lower bound
 }
 
+// Small perfect tilings (and tilings with a few tiles removed) make whole
+// sections full at the optimum: there the search merges the buffers meeting
+// at a full boundary (detail/exact_reduce.hpp) and confines buffers inside
+// the single buffer they replace. Brute force is the oracle for both the
+// placement at the optimum and the proof one byte below it.
+TEST_CASE("alloc.exact.brute_force_small_tilings") {
+    std::mt19937_64 rng(7031);
+    int reduced = 0;
+    for (int t = 0; t < 120; ++t) {
+        // Guillotine cuts of [0, H) x [0, T) into n tiles, each one buffer.
+        struct tile {
+            std::uint64_t y0, y1, t0, t1;
+        };
+        const std::uint64_t H = 3 + rng() % 6, T = 3 + rng() % 6;
+        std::vector<tile> ts{{0, H, 0, T}};
+        const std::size_t n = 2 + rng() % 6;
+        for (int guard = 0; ts.size() < n && guard < 100; ++guard) {
+            const std::size_t i = rng() % ts.size();
+            const tile a = ts[i];
+            const bool bytes = rng() % 2 == 0;
+            if (bytes && a.y1 - a.y0 >= 2) {
+                const std::uint64_t y = a.y0 + 1 + rng() % (a.y1 - a.y0 - 1);
+                ts[i].y1 = y;
+                ts.push_back({y, a.y1, a.t0, a.t1});
+            } else if (!bytes && a.t1 - a.t0 >= 2) {
+                const std::uint64_t x = a.t0 + 1 + rng() % (a.t1 - a.t0 - 1);
+                ts[i].t1 = x;
+                ts.push_back({a.y0, a.y1, x, a.t1});
+            }
+        }
+        if (t % 3 == 2 && ts.size() > 2) ts.erase(ts.begin() + static_cast<std::ptrdiff_t>(rng() % ts.size()));
+        alloc_problem p;
+        for (const auto& a : ts) p.items.push_back({a.y1 - a.y0, a.t0, a.t1});
+        CAPTURE(t);
+        const std::uint64_t best = brute_force_height(p);
+        p.capacity = best;
+        const auto at = exact{}.place(p);
+        require_valid(p, at, best);
+        const auto prep = detail::exact_prepare(p);
+        reduced += detail::exact_reduce(prep.instance, best / prep.align).has_value();
+        if (best > 1) {
+            p.capacity = best - 1;
+            CHECK(exact{}.place(p).status == status::infeasible);
+        }
+    }
+    CHECK(reduced > 10); // the merges were exercised
+}
+
+TEST_CASE("alloc.exact.reduce_merges_a_full_boundary") {
+    // Capacity 8, full everywhere: z lives throughout; x hands its bytes to
+    // y at time 2 (one ends, one starts): they are one buffer. Where two end
+    // and one starts nothing merges.
+    alloc_problem p;
+    p.items = {{4, 0, 2}, {4, 2, 4}, {4, 0, 4}};
+    auto prep = detail::exact_prepare(p);
+    const auto r = detail::exact_reduce(prep.instance, 8 / prep.align);
+    REQUIRE(r.has_value());
+    CHECK(r->instance.num_buffers() == 2);
+    CHECK(r->rep[0] == r->rep[1]);
+    CHECK(r->rep[0] != r->rep[2]);
+    CHECK_FALSE(detail::exact_reduce(prep.instance, 12 / prep.align).has_value()); // not full at 12
+
+    p.items = {{2, 0, 2}, {2, 0, 2}, {4, 2, 4}, {4, 0, 4}};
+    prep = detail::exact_prepare(p);
+    CHECK_FALSE(detail::exact_reduce(prep.instance, 8 / prep.align).has_value());
+    p.capacity = 8;
+    const auto placed = exact{}.place(p);
+    require_valid(p, placed, 8);
+    // The single starter covers exactly the two buffers that end before it.
+    CHECK(std::min(placed.offsets[0], placed.offsets[1]) == placed.offsets[2]);
+}
+
 TEST_CASE("alloc.exact.decision_below_lower_bound_is_infeasible") {
     alloc_problem p;
     p.items = {{10, 0, 4}, {20, 2, 6}, {30, 5, 9}};

@@ -1,6 +1,8 @@
 // Exact offset assignment: a depth-first search that fills the skyline from
 // its lowest points (after MiniMalloc, Moffitt ASPLOS 2023; see
-// detail/exact_search.hpp), restarted on Luby budgets over fixed then randomised strategies.
+// detail/exact_search.hpp), restarted on Luby budgets over fixed then randomised strategies,
+// on an equivalent smaller instance where full sections force merges
+// (detail/exact_reduce.hpp).
 // With a capacity it decides whether every buffer fits under it; without one
 // it minimises the height anytime: a greedy upper bound first, then decision
 // searches at the lower bound and by bisection until the time runs out.
@@ -176,6 +178,10 @@ public:
             } else {
                 randomise();
             }
+            // In perfect packings every other randomised run prunes with
+            // subset sums: slower nodes, but it solves more byte-stripe
+            // packings (with slack it only cost time).
+            searcher_.set_subset_sums(searcher_.zero_slack() && k >= strategies_.size() && i % 2 == 0);
             searcher_.set_node_limit(base * luby(i));
             const auto r = searcher_.solve();
             nodes_ += searcher_.nodes();

@@ -5,7 +5,9 @@
 // skyline, and splitting whenever the problem falls apart in time. Different
 // branching: fill the lowest free point of the most constrained "valley"
 // (which buffer starts there, or nothing does), plus a memo of failed states
-// and round-robin restarts over a few orders (the caller's loop).
+// and round-robin restarts over a few orders (the caller's loop). Where
+// sections are full, buffers are confined inside the single buffer they
+// replace at a time boundary (containment).
 #pragma once
 
 #include <algorithm>
@@ -172,8 +174,8 @@ public:
         feasible_sizes_ = true;
         for (std::size_t b = 0; b < in_.num_buffers(); ++b)
             if (in_.bytes[b] > cap_bytes) feasible_sizes_ = false;
-        sums_on_ = sums_enabled_ && cap_ <= max_sum_units && in_.num_sections > 0;
-        if (sums_on_) {
+        sums_possible_ = cap_ <= max_sum_units && in_.num_sections > 0;
+        if (sums_possible_) {
             words_ = static_cast<std::size_t>(cap_ / 64 + 1);
             const std::uint64_t bits = cap_ % 64 + 1;
             top_mask_ = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
@@ -191,11 +193,14 @@ public:
     void set_lowest_first(bool on) noexcept { lowest_first_ = on; }
     /// Whether to prune with per-section subset sums (off by default: on the
     /// generated and MiniMalloc sets it cost 2-6x the time per node for about
-    /// the same solved count). Takes effect at the next `set_capacity`.
+    /// the same solved count alone; the restarts alternate). Takes effect at
+    /// the next `solve`.
     void set_subset_sums(bool on) noexcept { sums_enabled_ = on; }
     /// Tie-break among equally constrained valleys: the least key wins
     /// (empty: the earliest section).
     void set_section_keys(std::vector<std::uint32_t> keys) { sec_key_ = std::move(keys); }
+    /// Whether every section's load equals the capacity (a perfect packing).
+    bool zero_slack() const noexcept { return zero_slack_; }
     /// Nodes cut because their state was already known to fail.
     std::uint64_t memo_hits() const noexcept { return memo_hits_; }
     void set_deadline(clock::time_point d) { deadline_ = d; }
@@ -210,6 +215,7 @@ public:
         const std::size_t n = in_.num_buffers();
         nodes_ = 0;
         if (!feasible_sizes_) return exact_outcome::not_found;
+        sums_on_ = sums_enabled_ && sums_possible_;
         std::fill(placed_.begin(), placed_.end(), 0);
         std::fill(minoff_.begin(), minoff_.end(), 0);
         maxoff_ = base_maxoff_;
@@ -262,11 +268,12 @@ private:
         else if (x >= maxoff_.data() && x < maxoff_.data() + n) touch(static_cast<std::uint32_t>(x - maxoff_.data()));
     }
 
-    // Containment in perfect packings: at a boundary with the load equal to
-    // the capacity on both sides, the bytes freed are the bytes taken (the
-    // buffers living across it cover the rest on both sides). When a single
-    // buffer x ends (or starts) there, the buffers starting (or ending) there
-    // tile exactly x's bytes: each lies inside x. Pairs (inner, outer).
+    // Containment where sections are full: if the load before a boundary
+    // equals the capacity, the buffers living across it and those ending
+    // there cover every byte, so the buffers starting there can only use the
+    // bytes of those ending there; when a single buffer x ends there, each
+    // starter lies inside x. Mirrored: a full section after the boundary and
+    // a single starter y hold every buffer ending there. Pairs (inner, outer).
     void find_containment() {
         inner_of_.assign(in_.num_buffers(), {});
         outer_of_.assign(in_.num_buffers(), {});
@@ -274,21 +281,21 @@ private:
         std::vector<std::uint64_t> total(m, 0);
         for (std::uint32_t s = 0; s < m; ++s)
             for (auto b : in_.sec_bufs[s]) total[s] += in_.size[b];
+        zero_slack_ = std::all_of(total.begin(), total.end(), [&](std::uint64_t t) { return t == cap_; });
         std::vector<std::vector<std::uint32_t>> ends(m + 1), starts(m + 1);
         for (std::uint32_t b = 0; b < in_.num_buffers(); ++b) {
             ends[in_.hi[b]].push_back(b);
             starts[in_.lo[b]].push_back(b);
         }
         for (std::uint32_t s = 1; s < m; ++s) {
-            if (total[s - 1] != cap_ || total[s] != cap_) continue;
             auto link = [&](std::uint32_t outer, const std::vector<std::uint32_t>& inners) {
                 for (auto a : inners) {
                     inner_of_[outer].push_back(a);
                     outer_of_[a].push_back(outer);
                 }
             };
-            if (ends[s].size() == 1) link(ends[s][0], starts[s]);
-            else if (starts[s].size() == 1) link(starts[s][0], ends[s]);
+            if (ends[s].size() == 1 && total[s - 1] == cap_) link(ends[s][0], starts[s]);
+            else if (starts[s].size() == 1 && total[s] == cap_) link(starts[s][0], ends[s]);
         }
     }
 
@@ -773,7 +780,8 @@ private:
     };
     std::deque<frame> frames_; // one per depth; a deque keeps references stable
     std::uint64_t cap_ = 0;
-    bool feasible_sizes_ = true, lowest_first_ = false, sums_enabled_ = false;
+    bool feasible_sizes_ = true, lowest_first_ = false, sums_enabled_ = false, sums_possible_ = false,
+         zero_slack_ = false;
     std::uint32_t aff_lo_ = 0, aff_hi_ = 0;
     std::uint64_t nodes_ = 0, node_limit_ = 0;
     clock::time_point deadline_ = clock::time_point::max();
