@@ -3,7 +3,9 @@
 // The umbrella header: the core model, the planners, the validators, I/O,
 // layers and the model zoo. It pulls in nothing that needs a solver library
 // or a GPU: the GLPK and CBC backends are <memplan/solver/glpk.hpp> and
-// <memplan/solver/cbc.hpp> (targets memplan::glpk, memplan::cbc).
+// <memplan/solver/cbc.hpp> (targets memplan::glpk, memplan::cbc); the
+// training engine's backends are <memplan/engine/cpu/backend.hpp> (memplan::cpu)
+// and <memplan/engine/cuda/backend.hpp> (memplan::cuda).
 #pragma once
 
 // Core
@@ -18,9 +20,15 @@
 #include <memplan/nn/network.hpp>
 #include <memplan/zoo/zoo.hpp>
 
-// Schedules and liveness
+// Schedules, liveness, operator order
 #include <memplan/schedule/liveness.hpp>
+#include <memplan/schedule/order/cut_bound.hpp>
+#include <memplan/schedule/order/select.hpp>
 #include <memplan/schedule/schedule.hpp>
+
+// Rematerialization under a budget (the Checkmate MILP takes any SolverLike)
+#include <memplan/remat/pareto.hpp>
+#include <memplan/remat/select.hpp>
 
 // Plans, bounds, allocation
 #include <memplan/plan/alloc/allocators.hpp>
