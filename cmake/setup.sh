@@ -60,8 +60,8 @@ case "$mode" in
     echo "== memplan: ResNet-50 (batch 184) in a third of its store-all arena: what to keep, recompute, which variant"
     build/bin/memplan plan build/zoo/resnet50.json --budget 33% --time-limit 10
     echo
-    echo "== memplan: training a small CNN on the CPU with its plan (one arena, recomputation as planned)"
-    build/bin/train_cnn --steps 100 --budget 50%
+    echo "== memplan: training a small CNN on the CPU with its smallest plan (one arena, variants and recomputation as planned)"
+    build/bin/train_cnn --steps 100 --budget min
     ;;
   test)
     # Every public header must compile on its own (CMake's header-set check).
