@@ -58,40 +58,7 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
 
         std::uint64_t naive_bytes = 0;
         for (const auto& t : g.tensors()) naive_bytes += t.bytes;
-        // Planning as the CPU examples do (remat planners by name, --budget min).
-        const auto t_plan = std::chrono::steady_clock::now();
-        remat_options ro;
-        ro.time_limit_seconds = o.time_limit;
-        const auto store_all = plan_remat("store_all", g, ro).arena();
-        auto budget = static_cast<std::uint64_t>(double(store_all) * o.budget_percent / 100.0);
-        auto chosen = [&]() -> memplan::plan {
-            if (o.naive) return {};
-            ro.budget = budget;
-            auto r = o.budget_percent > 0 ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, store_all, o.time_limit);
-            if (o.budget_percent > 0 && !has_solution(r.status)) {
-                std::printf("budget %.1f%% (%llu bytes) not reached by planner '%s' (%s); using the smallest budget "
-                            "it reaches\n",
-                            o.budget_percent, (unsigned long long)budget, o.remat.c_str(), r.message.c_str());
-                r = min_budget_plan(g, o.remat, store_all, o.time_limit);
-                if (has_solution(r.status)) budget = r.arena();
-            }
-            if (!has_solution(r.status))
-                throw error("engine", "planner '" + o.remat + "' found no plan within " + std::to_string(budget) +
-                                          " bytes: " + std::string(to_string(r.status)) +
-                                          (r.message.empty() ? "" : " (" + r.message + ")"));
-            if (o.budget_percent <= 0) budget = r.arena();
-            const auto& p = r.planned.plan;
-            const auto report = check_plan(g, p);
-            if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
-            std::size_t non_default = 0;
-            for (const auto& st : p.steps) non_default += st.has_variant() && st.variant != 0;
-            std::printf("%s: %zu ops, %zu steps (%zu recomputed, %zu with a non-default variant); planner %s, "
-                        "predicted overhead %+.1f %%, planned in %.1f s\n",
-                        m.net.name().c_str(), g.num_ops(), p.steps.size(), p.steps.size() - g.num_ops(), non_default,
-                        r.planner.c_str(), 100 * r.overhead(),
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count());
-            return p;
-        }();
+        auto [chosen, store_all, budget, predicted] = plan_example(m, g, o); // as the CPU examples plan
         using cuda_executor = engine::executor<engine::cuda::backend>;
         auto ex = o.naive ? cuda_executor::naive(m.net, g, prog, engine::cuda::backend(bo), eo)
                           : cuda_executor(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);

@@ -125,6 +125,56 @@ inline void reset_peak_rss() {
     if (f) f << "5";
 }
 
+/// What an example runs with: the plan for `o` (empty in naive mode), the
+/// store-all arena, the budget it was planned for and the planner's
+/// predicted overhead.
+struct example_plan {
+    memplan::plan plan;
+    std::uint64_t store_all = 0;
+    std::uint64_t budget = 0;
+    double predicted_overhead = 0;
+};
+
+/// Plans `g` as the examples' options say: `--budget P%` with planner
+/// `--remat` (falling back, with a message, to the smallest budget the
+/// planner reaches when P% is out of its reach), or `--budget min`. Prints
+/// what the plan does; throws when no plan is found or it fails check_plan.
+inline example_plan plan_example(const model& m, const graph& g, const train_options& o) {
+    example_plan out;
+    const auto t_plan = std::chrono::steady_clock::now();
+    remat_options ro;
+    ro.time_limit_seconds = o.time_limit;
+    out.store_all = plan_remat("store_all", g, ro).arena();
+    out.budget = static_cast<std::uint64_t>(double(out.store_all) * o.budget_percent / 100.0);
+    if (o.naive) return out;
+    ro.budget = out.budget;
+    auto r = o.budget_percent > 0 ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, out.store_all, o.time_limit);
+    if (o.budget_percent > 0 && !has_solution(r.status)) {
+        std::printf("budget %.0f%% (%llu bytes) not reached by planner '%s' (%s); using the smallest budget "
+                    "it reaches\n",
+                    o.budget_percent, (unsigned long long)out.budget, o.remat.c_str(), r.message.c_str());
+        r = min_budget_plan(g, o.remat, out.store_all, o.time_limit);
+        if (has_solution(r.status)) out.budget = r.arena();
+    }
+    if (!has_solution(r.status))
+        throw error("engine", "planner '" + o.remat + "' found no plan within " + std::to_string(out.budget) +
+                                  " bytes: " + std::string(to_string(r.status)) +
+                                  (r.message.empty() ? "" : " (" + r.message + ")"));
+    if (o.budget_percent <= 0) out.budget = r.arena();
+    out.plan = r.planned.plan;
+    const auto report = check_plan(g, out.plan);
+    if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
+    std::size_t non_default = 0;
+    for (const auto& st : out.plan.steps) non_default += st.has_variant() && st.variant != 0;
+    out.predicted_overhead = r.overhead();
+    std::printf("%s: %zu ops, %zu steps (%zu recomputed, %zu with a non-default variant); planner %s, "
+                "predicted overhead %+.1f %%, planned in %.1f s\n",
+                m.net.name().c_str(), g.num_ops(), out.plan.steps.size(), out.plan.steps.size() - g.num_ops(),
+                non_default, r.planner.c_str(), 100 * out.predicted_overhead,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count());
+    return out;
+}
+
 /// Plans `m` at the budget (or runs it naively), trains it, prints the report.
 inline int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
     try {
@@ -142,40 +192,8 @@ inline int run_example(const model& m, optimizer opt_kind, int argc, char** argv
         std::uint64_t naive_bytes = 0;
         for (const auto& t : g.tensors()) naive_bytes += t.bytes;
 
-        remat_options ro;
-        ro.time_limit_seconds = o.time_limit;
-        const auto store_all = plan_remat("store_all", g, ro).arena();
-        auto budget = static_cast<std::uint64_t>(double(store_all) * o.budget_percent / 100.0);
+        auto [chosen, store_all, budget, predicted] = plan_example(m, g, o);
         std::uint64_t arena = 0;
-        double predicted = 0;
-        auto chosen = [&]() -> memplan::plan {
-            if (o.naive) return {};
-            ro.budget = budget;
-            auto r = o.budget_percent > 0 ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, store_all, o.time_limit);
-            if (o.budget_percent > 0 && !has_solution(r.status)) {
-                std::printf("budget %.0f%% (%llu bytes) not reached by planner '%s' (%s); using the smallest budget "
-                            "it reaches\n",
-                            o.budget_percent, (unsigned long long)budget, o.remat.c_str(), r.message.c_str());
-                r = min_budget_plan(g, o.remat, store_all, o.time_limit);
-                if (has_solution(r.status)) budget = r.arena();
-            }
-            if (!has_solution(r.status))
-                throw error("engine", "planner '" + o.remat + "' found no plan within " + std::to_string(budget) +
-                                          " bytes: " + std::string(to_string(r.status)) +
-                                          (r.message.empty() ? "" : " (" + r.message + ")"));
-            if (o.budget_percent <= 0) budget = r.arena();
-            const auto& p = r.planned.plan;
-            const auto report = check_plan(g, p);
-            if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
-            std::size_t non_default = 0;
-            for (const auto& st : p.steps) non_default += st.has_variant() && st.variant != 0;
-            predicted = r.overhead();
-            std::printf("%s: %zu ops, %zu steps (%zu recomputed, %zu with a non-default variant); planner %s, "
-                        "predicted overhead %+.1f %%\n",
-                        m.net.name().c_str(), g.num_ops(), p.steps.size(), p.steps.size() - g.num_ops(), non_default,
-                        r.planner.c_str(), 100 * predicted);
-            return p;
-        }();
         // The planners' own peak is not the engine's: restart the high-water mark here.
 #ifdef __GLIBC__
         malloc_trim(0); // hand the planners' freed heap back, so the RSS below is the engine's
