@@ -9,6 +9,7 @@
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/checkmate.hpp>
+#include <memplan/remat/select.hpp>
 #include <memplan/remat/store_all.hpp>
 #include <memplan/zoo/zoo.hpp>
 
@@ -205,5 +206,30 @@ TEST_CASE_TEMPLATE("remat.checkmate.lp_rounding_resnet18", S, MEMPLAN_SOLVERS) {
         CHECK(r.overhead() > 0);
     } else {
         CHECK_FALSE(r.message.empty());
+    }
+}
+
+TEST_CASE("remat.checkmate.zoo_plans_with_glpk_interior_point") {
+    // The zoo's training graphs at a small batch: the LP relaxation (stages
+    // merged to fit lp_max_columns, GLPK's interior point) and rounding give
+    // a valid plan within the budget, with recomputation, inside the limit.
+    for (const std::string model : {"resnet18"}) {
+        zoo_options zo;
+        zo.batch = 4;
+        zo.height = zo.width = 64;
+        const graph g = zoo_graph(model, zo);
+        remat_options opt;
+        const auto base = store_all{}.plan(g, opt);
+        REQUIRE(has_solution(base.status));
+        const auto need = remat_context<graph>(g).min_memory().first;
+        opt.budget = need + (base.arena() - need) * 6 / 10;
+        opt.time_limit_seconds = 20;
+        const auto r = plan_remat_with("checkmate", g, opt, glpk_solver{});
+        INFO(model << ": " << to_string(r.status) << ": " << r.message);
+        MESSAGE(model << ": store-all " << base.arena() << " B, budget " << opt.budget << " B, arena " << r.arena()
+                      << " B, overhead " << r.overhead() << ", " << r.seconds << " s");
+        check_valid(g, r, opt.budget);
+        CHECK(r.overhead() > 0);
+        CHECK(r.message.find("LP at") != std::string::npos); // the relaxation, not the MILP
     }
 }

@@ -77,9 +77,73 @@ milp_model market_split(unsigned seed, int rows, int cols) {
     return m;
 }
 
+// Transportation: min sum c_ij x_ij, supply rows <= s_i, demand rows >= d_j
+// (total supply exceeds total demand): large, sparse, always feasible.
+milp_model transportation(unsigned seed, int sources, int sinks) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> cost(1, 50), amount(10, 100);
+    milp_model m;
+    std::vector<std::vector<milp_term>> supply(static_cast<std::size_t>(sources)), demand(static_cast<std::size_t>(sinks));
+    for (int i = 0; i < sources; ++i)
+        for (int j = 0; j < sinks; ++j) {
+            const auto c = m.add_column(std::string("x").append(std::to_string(i)).append("_").append(std::to_string(j)),
+                                        column_kind::continuous, 0, milp_infinity, cost(rng));
+            supply[static_cast<std::size_t>(i)].push_back({c, 1});
+            demand[static_cast<std::size_t>(j)].push_back({c, 1});
+        }
+    for (int i = 0; i < sources; ++i) m.add_le("supply", supply[static_cast<std::size_t>(i)], 2.0 * amount(rng));
+    for (int j = 0; j < sinks; ++j) m.add_ge("demand", demand[static_cast<std::size_t>(j)], amount(rng));
+    return m;
+}
+
+solve_options interior_point(double seconds = 10) {
+    solve_options o;
+    o.lp_method = lp_algorithm::interior;
+    o.time_limit_seconds = seconds;
+    return o;
+}
+
 } // namespace
 
 static_assert(SolverLike<glpk_solver>);
+
+TEST_CASE_TEMPLATE("solver.lp.interior_point_matches_simplex", S, MEMPLAN_SOLVERS) {
+    // Backends without an interior-point method use simplex; either way the
+    // optimum is the same, up to the interior point's tolerance.
+    const S solver{};
+    const auto small = solver.solve(small_lp(), interior_point());
+    INFO(small.message);
+    REQUIRE(has_solution(small.status));
+    CHECK(small.objective == doctest::Approx(11).epsilon(1e-6));
+    for (unsigned seed : {1u, 2u}) {
+        const auto m = transportation(seed, 30, 40);
+        const auto simplex = solver.solve(m, {});
+        const auto ipm = solver.solve(m, interior_point());
+        INFO(ipm.message);
+        REQUIRE(simplex.status == status::optimal);
+        REQUIRE(has_solution(ipm.status));
+        CHECK(ipm.objective == doctest::Approx(simplex.objective).epsilon(1e-5));
+        CHECK(ipm.objective == doctest::Approx(objective_value(m, ipm.values)).epsilon(1e-9));
+        CHECK_FALSE(check_solution(m, ipm.values, 1e-6));
+    }
+    // A MILP ignores the option: its relaxations need simplex.
+    const auto k = solver.solve(knapsack(), interior_point());
+    REQUIRE(k.status == status::optimal);
+    CHECK(k.objective == doctest::Approx(21));
+}
+
+TEST_CASE("solver.glpk.interior_point_time_limit") {
+    // GLPK's interior point has no time limit of its own; the output hook
+    // stops it, and the thread's GLPK environment is usable afterwards.
+    const auto m = transportation(3, 200, 200);
+    const auto r = glpk_solver{}.solve(m, interior_point(0.01));
+    CHECK(r.status == status::no_solution);
+    CHECK(r.message.find("interior") != std::string::npos);
+    CHECK(r.seconds < 5);
+    CHECK(glpk_solver{}.solve(small_lp(), {}).status == status::optimal);
+    const auto again = glpk_solver{}.solve(transportation(1, 30, 40), interior_point());
+    CHECK(has_solution(again.status));
+}
 
 TEST_CASE_TEMPLATE("solver.lp.known_optimum", S, MEMPLAN_SOLVERS) {
     const auto r = S{}.solve(small_lp(), {});

@@ -3,7 +3,11 @@
 // (R), by the MILP of remat/detail/checkmate_model.hpp, through any
 // `SolverLike` backend. Small models are solved exactly; large ones (the
 // zoo: O(stages x ops) binaries) by Checkmate's LP relaxation at 0.9 x the
-// budget, with S rounded at a few thresholds and R derived from S. Every
+// budget, with S rounded at a few thresholds and then randomly (S kept with
+// probability S*), and R derived from S. The relaxation's size is set by
+// merging backward groups into fewer stages (`lp_max_columns`); GLPK's
+// simplex needs 8-80 s for 7k-16k columns of these LPs, its interior point
+// 0.6-6 s, so the interior point is the default (`lp_method`). Every
 // schedule is placed (`place_within`) and the budget is met by the ARENA;
 // when fragmentation pushes it over, the MILP budget shrinks by the excess.
 // Default variants only (the `joint` planner chooses variants).
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -34,13 +39,20 @@ struct checkmate {
     /// Models with at most this many binaries are solved as MILPs; larger
     /// ones by the LP relaxation and rounding.
     std::size_t exact_max_binaries = 3000;
-    /// The LP relaxation is built with at most about this many columns:
-    /// backward groups are merged into fewer stages until it fits.
-    std::size_t lp_max_columns = 120000;
+    /// The LP relaxation is built with at most about this many columns (by
+    /// `checkmate_model_size`'s estimate, about 1.7x the real count):
+    /// backward groups are merged into fewer stages until it fits. 20000
+    /// gives 20-27 stages on the zoo CNNs and 2-6 s per interior-point LP.
+    std::size_t lp_max_columns = 20000;
+    /// How the relaxation is solved (backends without an interior point use simplex).
+    lp_algorithm lp_method = lp_algorithm::interior;
     /// Checkmate's deterministic rounding: S is rounded at each of these thresholds.
     std::vector<double> thresholds{0.5, 0.3, 0.7, 0.2, 0.8, 0.1, 0.9, 0.4, 0.6, 0.05};
     /// Fractions of the budget the LP is solved at, in order, until a plan fits.
     std::vector<double> lp_budget_factors{0.9, 1.0, 0.8, 0.7, 0.6, 0.5};
+    /// Checkmate's randomized rounding after the thresholds: S[t,x] kept
+    /// with probability S*[t,x], this many draws per LP (fixed seed).
+    std::size_t random_roundings = 24;
 
     /// Plans `g` within `opt.budget` bytes of arena; see the file comment.
     template <class Graph>
@@ -151,7 +163,8 @@ private:
             if (left <= 0) break;
             const auto cm = detail::build_checkmate_milp(g, L, milp_budget, true);
             solve_options so;
-            so.time_limit_seconds = left * 0.7;
+            // Leave the relaxation time when the MILP does not finish.
+            so.time_limit_seconds = left * (round == 0 ? 0.4 : 0.7);
             const auto r = solver.solve(cm.model, so);
             notes = "MILP: " + std::to_string(cm.binaries) + " binaries, " + std::to_string(cm.model.columns.size()) +
                     " columns, " + std::to_string(cm.model.rows.size()) + " rows, " + std::string(to_string(r.status)) +
@@ -197,19 +210,34 @@ private:
             const auto cm = detail::build_checkmate_milp(g, L, lp_budget, false);
             solve_options so;
             so.time_limit_seconds = left * 0.8;
+            so.lp_method = lp_method;
             const auto r = solver.solve(cm.model, so);
             log += (log.empty() ? "" : "; ") + std::string("LP at ") + std::to_string(factor) + " x budget: " +
                    std::to_string(cm.model.columns.size()) + " columns, " + std::to_string(cm.model.rows.size()) +
                    " rows, " + std::to_string(L.stages()) + " stages, " + std::string(to_string(r.status)) + " in " +
                    std::to_string(r.seconds) + " s";
+            if (!has_solution(r.status) && !r.message.empty()) log += " (" + r.message + ")";
             if (!has_solution(r.status)) {
                 if (r.status == status::no_solution) break; // out of time
                 continue;
             }
             std::size_t fits = 0;
-            for (double th : thresholds) {
+            std::mt19937_64 rng(f + 1);
+            std::uniform_real_distribution<double> coin(0.0, 1.0);
+            for (std::size_t round = 0; round < thresholds.size() + random_roundings; ++round) {
                 if (opt.time_limit_seconds - detail::seconds_since(t0) <= 0) break;
-                const auto s = detail::checkmate_schedule(g, L, keep_of(g, L, cm, r.values, th));
+                std::vector<std::vector<char>> keep;
+                if (round < thresholds.size()) {
+                    keep = keep_of(g, L, cm, r.values, thresholds[round]);
+                } else {
+                    // Randomized rounding leaves time for later LPs: at most a fifth of what is left.
+                    if (detail::seconds_since(t0) > opt.time_limit_seconds * 0.8) break;
+                    std::vector<double> drawn(r.values.size());
+                    for (auto& d : drawn) d = coin(rng);
+                    for (std::size_t j = 0; j < drawn.size(); ++j) drawn[j] = drawn[j] < r.values[j] ? 1.0 : 0.0;
+                    keep = keep_of(g, L, cm, drawn, 0.5);
+                }
+                const auto s = detail::checkmate_schedule(g, L, keep);
                 std::vector<std::pair<typename Graph::id_type, typename Graph::id_type>> key;
                 for (const auto& st : s) key.push_back({st.op, st.variant});
                 if (!tried.insert(key).second) continue;

@@ -6,7 +6,10 @@
 // resort. Presolve stays off so column numbers are stable and the warm start
 // can be handed over in the branch-and-bound callback (anchors.md, "GLPK 5.0
 // in practice"); the callback also records the best bound, which GLPK does
-// not report after glp_intopt.
+// not report after glp_intopt. Pure LPs may go to GLPK's interior-point
+// method (`solve_options::lp_method`), which has no time limit of its own:
+// the output hook watches the clock on each iteration's log line and leaves
+// by the same longjmp path as an error.
 #pragma once
 
 #include <memplan/solver/model.hpp>
@@ -47,6 +50,9 @@ struct glpk_session {
     std::jmp_buf jump;
     std::string log;   ///< GLPK's terminal output (always includes its error text)
     bool echo = false; ///< also print GLPK's output
+    bool watch = false; ///< leave (as on an error) once `deadline` has passed
+    bool timed_out = false;
+    std::chrono::steady_clock::time_point deadline{};
 };
 
 inline void glpk_on_error(void* info) {
@@ -57,6 +63,11 @@ inline void glpk_on_error(void* info) {
 
 inline int glpk_on_output(void* info, const char* text) {
     auto* s = static_cast<glpk_session*>(info);
+    // Before anything with a destructor lives in this frame: the jump skips it.
+    if (s->watch && std::chrono::steady_clock::now() >= s->deadline) {
+        s->timed_out = true;
+        std::longjmp(s->jump, 1);
+    }
     try {
         s->log.append(text);
         constexpr std::size_t keep = 8192;
@@ -84,7 +95,8 @@ template <class F>
 template <class F>
 bool glpk_guarded(glpk_session& s, F&& f) {
     glpk_register_thread();
-    const int previous_out = glp_term_out(s.echo ? GLP_ON : GLP_OFF);
+    // The watch needs the output hook called, so output stays on (the hook swallows it).
+    const int previous_out = glp_term_out(s.echo || s.watch ? GLP_ON : GLP_OFF);
     glp_term_hook(glpk_on_output, &s);
     glp_error_hook(glpk_on_error, &s);
     const bool failed = glpk_jump_guard(s, f);
@@ -160,7 +172,7 @@ inline int glpk_ms(double seconds) noexcept {
 
 } // namespace detail
 
-/// GLPK 5 simplex + branch-and-cut. Safe to use from several threads at once
+/// GLPK 5 simplex + branch-and-cut (pure LPs optionally by the interior-point method). Safe to use from several threads at once
 /// (one problem per thread, each in the thread's own GLPK environment).
 /// Note: after a GLPK error it frees the calling thread's GLPK environment,
 /// which destroys any other GLPK problem that thread holds.
@@ -183,6 +195,8 @@ struct glpk_solver {
         const int rows = static_cast<int>(m.rows.size());
         const bool is_mip = m.has_integers();
         const bool minimize = m.sense == objective_sense::minimize;
+        // GLPK's interior point refuses a model without rows or columns; simplex handles those.
+        const bool interior = !is_mip && o.lp_method == lp_algorithm::interior && n > 0 && rows > 0;
 
         milp_result r;
         bool use_incumbent = false;
@@ -215,11 +229,14 @@ struct glpk_solver {
 
         detail::glpk_session session;
         session.echo = o.verbose;
+        session.watch = interior;
+        session.deadline = start + std::chrono::duration_cast<clock::duration>(
+                                       std::chrono::duration<double>(std::max(0.0, o.time_limit_seconds)));
         detail::glpk_search search;
         search.incumbent = use_incumbent ? x1.data() : nullptr;
         search.minimize = minimize;
 
-        int lp_rc = 0, lp_status = 0, lp_dual = 0, mip_rc = 0, mip_status = 0;
+        int lp_rc = 0, lp_status = 0, lp_dual = 0, mip_rc = 0, mip_status = 0, ipt_rc = 0, ipt_status = 0;
         double lp_obj = 0, obj = 0;
         const int lp_ms = detail::glpk_ms(o.time_limit_seconds);
         const double limit = o.time_limit_seconds;
@@ -246,6 +263,21 @@ struct glpk_solver {
                 if (len > 0) glp_set_mat_row(p, i + 1, len, index.data() + row_start[i], value.data() + row_start[i]);
             }
             glp_scale_prob(p, GLP_SF_AUTO);
+
+            if (interior) {
+                glp_iptcp ip;
+                glp_init_iptcp(&ip);
+                ip.msg_lev = GLP_MSG_ALL; // a line per iteration: where the output hook checks the clock
+                ipt_rc = glp_interior(p, &ip);
+                ipt_status = glp_ipt_status(p);
+                if (ipt_status == GLP_OPT || ipt_status == GLP_INFEAS) {
+                    // GLP_INFEAS: the best point of a run that stopped early; checked below.
+                    obj = glp_ipt_obj_val(p);
+                    for (int j = 0; j < n; ++j) out[j] = glp_ipt_col_prim(p, j + 1);
+                }
+                glp_delete_prob(p);
+                return;
+            }
 
             glp_smcp lp;
             glp_init_smcp(&lp);
@@ -284,10 +316,17 @@ struct glpk_solver {
         };
 
         if (detail::glpk_guarded(session, body)) {
+            if (session.timed_out) {
+                r.status = status::no_solution;
+                r.message = "time limit reached in the interior-point method";
+                return finish(std::move(r));
+            }
             r.status = status::error;
             r.message = "GLPK error: " + detail::glpk_last_error(session.log);
             return finish(std::move(r));
         }
+
+        if (interior) return finish(interior_result(m, ipt_rc, ipt_status, obj, std::move(out), std::move(r)));
 
         // Root LP outcome.
         if (lp_rc == GLP_ETMLIM || lp_rc == GLP_EITLIM) {
@@ -359,6 +398,50 @@ struct glpk_solver {
                 r.message = "GLPK returned a solution that fails the check: " + *why;
             }
         return finish(std::move(r));
+    }
+
+private:
+    /// The outcome of glp_interior: optimal; infeasible; or, when it stopped
+    /// short of its tolerance (GLPK then keeps its best point), feasible if
+    /// that point satisfies the model within 1e-3, else an error.
+    static milp_result interior_result(const milp_model& m, int rc, int st, double obj, std::vector<double> x,
+                                       milp_result r) {
+        if (st == GLP_NOFEAS) {
+            r.status = status::infeasible;
+            r.message = "LP is infeasible";
+            return r;
+        }
+        if (st != GLP_OPT && st != GLP_INFEAS) {
+            r.status = status::error;
+            r.message = "glp_interior failed with code " + std::to_string(rc) + " (status " + std::to_string(st) + ")";
+            return r;
+        }
+        // GLPK's interior point often stops on numerical instability close to
+        // the optimum (relative gap ~1e-5 on Checkmate's relaxations), at a
+        // point whose residuals are of that order: values are clipped to
+        // their column bounds, and rows are checked within 1e-3 relative.
+        for (std::size_t j = 0; j < x.size(); ++j) {
+            const auto [lo, hi] = detail::effective_bounds(m.columns[j]);
+            x[j] = std::clamp(x[j], lo, hi);
+        }
+        if (rc == 0 && st == GLP_OPT) {
+            r.status = status::optimal;
+            r.best_bound = obj;
+        } else if (auto why = check_solution(m, x, 1e-3)) {
+            r.status = status::error;
+            r.message = "glp_interior stopped early (code " + std::to_string(rc) + ") at a point that fails the check: " +
+                        *why;
+            return r;
+        } else {
+            r.status = status::feasible;
+            r.message = rc == GLP_EINSTAB   ? "interior point stopped on numerical instability; its best point is feasible"
+                        : rc == GLP_EITLIM  ? "interior point reached its iteration limit; its best point is feasible"
+                        : rc == GLP_ENOCVG ? "interior point converged slowly; its best point is feasible"
+                                            : "interior point ended with code " + std::to_string(rc);
+        }
+        r.objective = obj;
+        r.values = std::move(x);
+        return r;
     }
 };
 

@@ -49,10 +49,23 @@ struct milp_row {
     double upper = milp_infinity;
 };
 
+/// How a backend solves a model without integer columns.
+enum class lp_algorithm {
+    simplex,  ///< a vertex, proven optimal (the default)
+    interior, ///< an interior-point method: usually much faster on large sparse LPs; the point need not be a vertex
+};
+
 struct solve_options {
     double time_limit_seconds = 10; ///< wall-clock budget of one solve
     double relative_gap = 0;        ///< stop once |objective - bound| <= gap * |objective|
     bool verbose = false;           ///< let the backend print its log
+    /// For pure LPs only (a MILP's relaxations stay with simplex: branch and
+    /// bound needs a basis). A backend without an interior-point method uses
+    /// simplex. An interior-point run that stops short of its tolerance
+    /// (GLPK: numerical instability, often near the optimum) reports
+    /// `status::feasible` with its best point, columns clipped to their
+    /// bounds, when every row holds within 1e-3 relative; else an error.
+    lp_algorithm lp_method = lp_algorithm::simplex;
 };
 
 /// A MILP: minimise or maximise objective_offset + sum(objective * column)
