@@ -329,6 +329,9 @@ private:
             }
         }
         std::vector<char> ran(g.num_ops(), 0);
+        // An update overwrites its persistent inputs in place: no other op
+        // may read them after it (the graph format cannot say so; the engine must).
+        std::vector<std::size_t> updated_by(g.num_tensors(), none);
         steps_.resize(plan_.steps.size());
         for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
             const auto& st = plan_.steps[i];
@@ -342,6 +345,15 @@ private:
             if (g.workspace_of(st.op, st.variant) > 0 && s.workspace == none)
                 throw error("engine", "plan step " + std::to_string(i) + " (op '" + op.name + "') has no workspace buffer");
             const auto& reads = g.reads_of(st.op, st.variant);
+            for (auto t : reads)
+                if (updated_by[t] != none && op.phase != phase::update)
+                    throw error("engine", "plan step " + std::to_string(i) + " (op '" + op.name + "') reads '" +
+                                              g.tensor(t).name + "' after step " + std::to_string(updated_by[t]) +
+                                              " (op '" + g.op(plan_.steps[updated_by[t]].op).name +
+                                              "') updated it in place");
+            if (op.phase == phase::update)
+                for (auto t : op.inputs)
+                    if (g.tensor(t).persistent) updated_by[t] = i;
             for (auto t : op.inputs) {
                 s.input_ids.push_back(t);
                 const bool read = std::find(reads.begin(), reads.end(), t) != reads.end();

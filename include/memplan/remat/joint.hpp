@@ -152,7 +152,8 @@ public:
             auto moves = candidate_moves(c, cur);
             if (protect != Graph::npos)
                 std::erase_if(moves, [&](const move& m) {
-                    return m.kind == move::drop_tensor && (m.id == protect || m.id2 == protect);
+                    return (m.kind == move::drop_tensor || m.kind == move::per_use) &&
+                           (m.id == protect || m.id2 == protect);
                 });
             const auto all = moves;
             std::erase_if(moves, [&](const move& m) {
@@ -214,16 +215,18 @@ public:
     void polish(choice_type& c, size_type target) const {
         auto cur = evaluate(c, target);
         std::vector<move> undo_moves;
-        for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t) {
+            if (c.is_per_use(t)) undo_moves.push_back({move::per_use, static_cast<id_type>(t), 0, 1});
             if (!c.keep[t]) undo_moves.push_back({move::keep_tensor, static_cast<id_type>(t), 0, 0});
+        }
         const auto fast = fastest();
         for (std::size_t o = 0; o < g_.num_ops(); ++o)
             if (c.variant[o] != fast.variant[o])
                 undo_moves.push_back({move::set_variant, static_cast<id_type>(o), fast.variant[o], c.variant[o]});
         // Most expensive recomputation (or slowest variant) first.
         auto saving = [&](const move& m) {
-            if (m.kind == move::keep_tensor) return g_.cost_of(ctx_.index().producer[m.id],
-                                                               c.variant[ctx_.index().producer[m.id]]);
+            if (m.kind == move::keep_tensor || m.kind == move::per_use)
+                return g_.cost_of(ctx_.index().producer[m.id], c.variant[ctx_.index().producer[m.id]]);
             return g_.cost_of(m.id, m.old_variant) - g_.cost_of(m.id, m.variant);
         };
         std::stable_sort(undo_moves.begin(), undo_moves.end(),
@@ -278,7 +281,7 @@ private:
     }
 
     struct move {
-        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant } kind = drop_tensor;
+        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use } kind = drop_tensor;
         id_type id = 0;          ///< tensor or op
         id_type variant = 0;     ///< set_variant: the new variant
         id_type old_variant = 0; ///< set_variant: the variant before
@@ -294,6 +297,10 @@ private:
             break;
         case move::keep_tensor: c.keep[m.id] = 1; break;
         case move::set_variant: c.variant[m.id] = m.variant; break;
+        case move::per_use:
+            if (c.per_use.empty()) c.per_use.assign(g_.num_tensors(), 0);
+            c.per_use[m.id] = m.variant != 0;
+            break;
         }
     }
     void undo(choice_type& c, const move& m) const {
@@ -304,6 +311,7 @@ private:
             break;
         case move::keep_tensor: c.keep[m.id] = 0; break;
         case move::set_variant: c.variant[m.id] = m.old_variant; break;
+        case move::per_use: c.per_use[m.id] = m.old_variant != 0; break;
         }
     }
 
@@ -322,10 +330,17 @@ private:
         for (const auto& b : live.buffers) {
             if (b.is_workspace() || b.first > p || b.last < p) continue;
             const auto t = b.tensor;
-            if (!ctx_.droppable(t) || !c.keep[t]) continue;
+            if (!ctx_.droppable(t) || c.is_per_use(t)) continue;
             if (std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end()) continue;
             if (std::find(pop.outputs.begin(), pop.outputs.end(), t) != pop.outputs.end()) continue;
             const auto prod = ctx_.index().producer[t];
+            if (!c.keep[t]) {
+                // Recomputed and living on to a later reader: recompute it per use instead.
+                if (b.first >= ctx_.boundary())
+                    moves.push_back({move::per_use, t, 1, 0,
+                                     double(b.bytes) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
+                continue;
+            }
             // Recomputing t runs its producer again, and the producers of its
             // inputs that are gone too (one level is a fair estimate).
             double est = g_.cost_of(prod, c.variant[prod]);

@@ -11,7 +11,10 @@
 // it, its producer runs again just before, after the
 // producers of any of its own inputs that are gone too (Chen et al. 2016's
 // segment recomputation, on any DAG). A recomputed tensor then lives until
-// its last read: each dropped tensor is recomputed at most once.
+// its last read, unless the choice marks it "per use": then it dies right
+// after the backward op it was recomputed for and runs again for the next
+// reader (the multi-level recomputation of Rotor and Checkmate, which trades
+// compute for a shorter life of large tensors).
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -40,6 +43,11 @@ template <class Graph>
 struct remat_choice {
     std::vector<char> keep;                        ///< per tensor; only droppable tensors may be 0
     std::vector<typename Graph::id_type> variant;  ///< per op
+    /// Per tensor, or empty for none: a dropped tensor recomputed for each
+    /// backward op that reads it and freed right after that op.
+    std::vector<char> per_use;
+
+    bool is_per_use(std::size_t t) const { return t < per_use.size() && per_use[t] && !keep[t]; }
 };
 
 /// The graph facts every rematerialization planner needs, computed once.
@@ -63,9 +71,17 @@ public:
             order_.push_back(static_cast<id_type>(o));
             for (auto t : g.op(static_cast<id_type>(o)).outputs) ready_tensor[t] = 1;
         };
+        // An update overwrites its persistent inputs (the parameter and its
+        // optimizer state) where they are, so it waits for every other op
+        // that reads them: a layer's data gradient reads the weight too.
         auto ready = [&](std::size_t o) {
-            for (auto t : g.op(static_cast<id_type>(o)).inputs)
+            const auto& op = g.op(static_cast<id_type>(o));
+            for (auto t : op.inputs) {
                 if (!ready_tensor[t]) return false;
+                if (op.phase == phase::update && g.tensor(t).persistent)
+                    for (auto c : index_.consumers[t])
+                        if (!placed[c] && g.op(c).phase != phase::update) return false;
+            }
             return true;
         };
         for (std::size_t o = 0; o < n; ++o)
@@ -78,10 +94,32 @@ public:
             for (auto u : updates)
                 if (!placed[u] && ready(u)) place(u);
         };
+        // Ops whose every output feeds only updates (weight gradients: a
+        // convolution's backward-filter, say) run as soon as they are ready:
+        // they are often the last reader of a forward activation, which then
+        // dies before the data gradient of the same layer is allocated.
+        std::vector<char> feeds_updates(n, 0), graph_output(g.num_tensors(), 0);
+        for (auto t : g.outputs()) graph_output[t] = 1;
+        for (std::size_t o = 0; o < n; ++o) {
+            const auto& op = g.op(static_cast<id_type>(o));
+            if (op.phase == phase::forward || op.phase == phase::update || op.outputs.empty()) continue;
+            bool only = true;
+            for (auto t : op.outputs) {
+                const auto& cs = index_.consumers[t];
+                only = only && !cs.empty() && !graph_output[t];
+                for (auto c : cs) only = only && g.op(c).phase == phase::update;
+            }
+            feeds_updates[o] = only;
+        }
+        auto flush_weight_gradients = [&] {
+            for (std::size_t o = 0; o < n; ++o)
+                if (feeds_updates[o] && !placed[o] && ready(o)) place(o);
+        };
         flush_updates();
         for (std::size_t o = 0; o < n; ++o) {
             if (placed[o] || g.op(static_cast<id_type>(o)).phase == phase::update) continue;
             place(o);
+            flush_weight_gradients();
             flush_updates();
         }
         for (std::size_t o = 0; o < n; ++o)
@@ -142,31 +180,45 @@ public:
         s.reserve(order_.size() + order_.size() / 2);
         std::vector<char> avail(g_.num_tensors(), 0);
         for (std::size_t t = 0; t < g_.num_tensors(); ++t) avail[t] = index_.is_graph_input(static_cast<id_type>(t));
+        // Per-use tensors, and what was recomputed only to make them, are
+        // gone once the backward op they were made for has run.
+        std::vector<id_type> expire;
         auto emit = [&](id_type o) {
             s.push_back({o, c.variant[o]});
             for (auto t : g_.op(o).outputs) avail[t] = 1;
         };
+        struct frame {
+            id_type op;
+            std::size_t next; ///< next read to check
+            bool per_use;     ///< runs to make a per-use tensor (directly or through its inputs)
+        };
         // Explicit stack: chains of dropped tensors can be thousands long.
-        std::vector<std::pair<id_type, std::size_t>> stack; // (op to run, next read to check)
+        std::vector<frame> stack;
         auto ensure_reads = [&](id_type root) {
             stack.clear();
-            stack.push_back({root, 0});
+            stack.push_back({root, 0, false});
             while (!stack.empty()) {
-                auto& [o, k] = stack.back();
-                const auto& reads = g_.reads_of(o, c.variant[o]);
-                if (k < reads.size()) {
-                    const auto t = reads[k++];
+                auto& f = stack.back();
+                const auto& reads = g_.reads_of(f.op, c.variant[f.op]);
+                if (f.next < reads.size()) {
+                    const auto t = reads[f.next++];
+                    if (c.is_per_use(t)) expire.push_back(t);
                     if (avail[t]) continue;
                     const auto p = index_.producer[t];
                     if (p == Graph::npos || g_.op(p).phase != phase::forward)
-                        throw error("remat", "tensor '" + g_.tensor(t).name + "' is gone when op '" + g_.op(o).name +
-                                                 "' reads it, and only forward ops may run again");
-                    stack.push_back({p, 0});
+                        throw error("remat", "tensor '" + g_.tensor(t).name + "' is gone when op '" +
+                                                 g_.op(f.op).name + "' reads it, and only forward ops may run again");
+                    const bool chain = f.per_use || c.is_per_use(t);
+                    stack.push_back({p, 0, chain});
                     continue;
                 }
-                const id_type done = o;
+                const frame done = f;
                 stack.pop_back();
-                if (!stack.empty()) emit(done); // the root is emitted by the caller
+                if (stack.empty()) break; // the root is emitted by the caller
+                emit(done.op);
+                if (done.per_use)
+                    for (auto t : g_.op(done.op).outputs)
+                        if (forward_temp_[t] && !(droppable_[t] && c.keep[t])) expire.push_back(t);
             }
         };
         for (std::size_t i = 0; i < order_.size(); ++i) {
@@ -176,6 +228,8 @@ public:
             const auto o = order_[i];
             if (i >= boundary_) ensure_reads(o);
             emit(o);
+            for (auto t : expire) avail[t] = 0;
+            expire.clear();
         }
         return s;
     }
@@ -198,9 +252,10 @@ public:
 
 private:
     void check_choice(const remat_choice<Graph>& c) const {
-        if (c.keep.size() != g_.num_tensors() || c.variant.size() != g_.num_ops())
-            throw error("remat", "a choice for graph '" + g_.name() + "' must have one keep flag per tensor and "
-                                 "one variant per op");
+        if (c.keep.size() != g_.num_tensors() || c.variant.size() != g_.num_ops() ||
+            (!c.per_use.empty() && c.per_use.size() != g_.num_tensors()))
+            throw error("remat", "a choice for graph '" + g_.name() + "' must have one keep flag per tensor, "
+                                 "one variant per op and no or one per-use flag per tensor");
         for (std::size_t t = 0; t < g_.num_tensors(); ++t)
             if (!c.keep[t] && !droppable_[t])
                 throw error("remat", "tensor '" + g_.tensor(static_cast<id_type>(t)).name +
