@@ -1,13 +1,16 @@
-// The example networks of the training engine at small sizes, and their
-// synthetic data (fixed seed): an MLP, a CNN with batch-norm, a small ResNet,
-// a small U-Net (two levels down, two up, skip concatenations) and a
-// two-layer transformer encoder with a next-token loss. Shared by the
-// train_* programs and the engine tests.
+// The example networks of the training engine and their synthetic data
+// (fixed seed): an MLP, a CNN with batch-norm, a ResNet with basic blocks, a
+// U-Net with skip concatenations and a pre-norm transformer encoder with a
+// next-token loss. Deep and narrow on purpose, with a batch large enough that
+// activations, not parameters and optimizer state, fill the arena: so that
+// recomputation has something to save (half of the store-all arena is in
+// reach). Shared by the train_* programs, their CUDA twins and the tests.
 #pragma once
 
 #include <memplan/engine/executor.hpp>
 #include <memplan/nn/network.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -49,44 +52,67 @@ inline std::function<batch_data(std::uint64_t)> images_and_labels(std::uint64_t 
 
 } // namespace detail
 
-/// x (N, 64) -> 128 -> 128 -> 10 classes, ReLU between.
-inline model mlp(std::uint64_t batch = 32) {
+/// x (N, 32) -> `depth` hidden layers of `width` with ReLU -> 10 classes; the
+/// class of a row is the position of its largest value among the first ten
+/// (learnable). Deep, narrow, a large batch: activations fill memory, not
+/// parameters and Adam's state.
+inline model mlp(std::uint64_t batch = 1024, std::uint64_t depth = 16, std::uint64_t width = 32) {
+    constexpr std::uint64_t features = 32, classes = 10;
     nn::network net("mlp");
-    auto x = net.input("x", {batch, 64});
+    auto h = net.input("x", {batch, features});
     auto labels = net.input("labels", {batch}, nn::element::i64);
-    auto h = net.add(nn::linear{64, 128}, {x}, "fc1");
-    h = net.add(nn::relu{}, {h}, "relu1");
-    h = net.add(nn::linear{128, 128}, {h}, "fc2");
-    h = net.add(nn::relu{}, {h}, "relu2");
-    h = net.add(nn::linear{128, 10}, {h}, "fc3");
+    for (std::uint64_t l = 1; l <= depth; ++l) {
+        const auto i = std::to_string(l);
+        h = net.add(nn::linear{l == 1 ? features : width, width}, {h}, "fc" + i);
+        h = net.add(nn::relu{}, {h}, "relu" + i);
+    }
+    h = net.add(nn::linear{width, classes}, {h}, "fc" + std::to_string(depth + 1));
     net.add(nn::softmax_cross_entropy{}, {h, labels}, "loss");
-    return {std::move(net), detail::images_and_labels(batch * 64, batch, 10)};
+    return {std::move(net), [batch](std::uint64_t step) {
+                engine::rng r(1000 + step % 4);
+                std::vector<float> x(batch * features);
+                for (auto& v : x) v = r.uniform(-1.0f, 1.0f);
+                std::vector<std::int64_t> y(batch);
+                for (std::uint64_t n = 0; n < batch; ++n) {
+                    const auto* row = x.data() + n * features;
+                    y[n] = std::max_element(row, row + classes) - row;
+                }
+                return batch_data{{"x", detail::bytes_of(x)}, {"labels", detail::bytes_of(y)}};
+            }};
 }
 
-/// x (N, 3, 16, 16): two conv-bn-relu-maxpool stages, then a linear classifier.
-inline model cnn(std::uint64_t batch = 8) {
+/// x (N, 3, image, image): two stages of `convs` conv-bn-relu (`width`, then
+/// 2 `width` channels), each ending in a 2x2 max pool, then a linear
+/// classifier. Layers are numbered through (conv1, bn1, relu1, ..., pool1,
+/// pool2); cnn(8, 1, 16, 16) is the earlier two-conv network.
+inline model cnn(std::uint64_t batch = 8, std::uint64_t convs = 4, std::uint64_t width = 4, std::uint64_t image = 32) {
     nn::network net("cnn");
-    auto x = net.input("x", {batch, 3, 16, 16});
+    auto h = net.input("x", {batch, 3, image, image});
     auto labels = net.input("labels", {batch}, nn::element::i64);
-    auto h = net.add(nn::conv2d::make(3, 16, 3, 1, 1), {x}, "conv1");
-    h = net.add(nn::batch_norm{16}, {h}, "bn1");
-    h = net.add(nn::relu{}, {h}, "relu1");
-    h = net.add(nn::max_pool2d{}, {h}, "pool1");
-    h = net.add(nn::conv2d::make(16, 32, 3, 1, 1), {h}, "conv2");
-    h = net.add(nn::batch_norm{32}, {h}, "bn2");
-    h = net.add(nn::relu{}, {h}, "relu2");
-    h = net.add(nn::max_pool2d{}, {h}, "pool2");
+    std::uint64_t c = 3, n = 0;
+    for (std::uint64_t stage = 1; stage <= 2; ++stage) {
+        const std::uint64_t out = width << (stage - 1);
+        for (std::uint64_t k = 0; k < convs; ++k, c = out) {
+            const auto i = std::to_string(++n);
+            h = net.add(nn::conv2d::make(c, out, 3, 1, 1), {h}, "conv" + i);
+            h = net.add(nn::batch_norm{out}, {h}, "bn" + i);
+            h = net.add(nn::relu{}, {h}, "relu" + i);
+        }
+        h = net.add(nn::max_pool2d{}, {h}, "pool" + std::to_string(stage));
+    }
     h = net.add(nn::flatten{}, {h}, "flatten");
-    h = net.add(nn::linear{32 * 4 * 4, 10}, {h}, "fc");
+    h = net.add(nn::linear{c * (image / 4) * (image / 4), 10}, {h}, "fc");
     net.add(nn::softmax_cross_entropy{}, {h, labels}, "loss");
-    return {std::move(net), detail::images_and_labels(batch * 3 * 16 * 16, batch, 10)};
+    return {std::move(net), detail::images_and_labels(batch * 3 * image * image, batch, 10)};
 }
 
-/// A small ResNet: stem, three basic blocks (the second down-samples with a
-/// 1x1 projection), global average pooling and a linear classifier.
-inline model resnet(std::uint64_t batch = 8) {
+/// A small ResNet: stem, two stages of `blocks` basic blocks (`width`, then
+/// 2 `width` channels; the first block of stage two down-samples with a 1x1
+/// projection), global average pooling and a linear classifier.
+inline model resnet(std::uint64_t batch = 8, std::uint64_t blocks = 3, std::uint64_t width = 8,
+                    std::uint64_t image = 64) {
     nn::network net("resnet");
-    auto x = net.input("x", {batch, 3, 16, 16});
+    auto x = net.input("x", {batch, 3, image, image});
     auto labels = net.input("labels", {batch}, nn::element::i64);
     auto cbr = [&](nn::value in, std::uint64_t cin, std::uint64_t cout, std::uint64_t stride, const std::string& name,
                    bool relu) {
@@ -94,7 +120,6 @@ inline model resnet(std::uint64_t batch = 8) {
         h = net.add(nn::batch_norm{cout}, {h}, name + ".bn");
         return relu ? net.add(nn::relu{}, {h}, name + ".relu") : h;
     };
-    auto h = cbr(x, 3, 16, 1, "stem", true);
     auto block = [&](nn::value in, std::uint64_t cin, std::uint64_t cout, std::uint64_t stride, const std::string& name) {
         auto a = cbr(in, cin, cout, stride, name + ".a", true);
         auto b = cbr(a, cout, cout, 1, name + ".b", false);
@@ -106,60 +131,89 @@ inline model resnet(std::uint64_t batch = 8) {
         auto s = net.add(nn::add{}, {b, skip}, name + ".add");
         return net.add(nn::relu{}, {s}, name + ".out");
     };
-    h = block(h, 16, 16, 1, "block1");
-    h = block(h, 16, 32, 2, "block2");
-    h = block(h, 32, 32, 1, "block3");
+    auto h = cbr(x, 3, width, 1, "stem", true);
+    std::uint64_t c = width, n = 0;
+    for (std::uint64_t stage = 1; stage <= 2; ++stage)
+        for (std::uint64_t k = 0; k < blocks; ++k) {
+            const std::uint64_t out = width << (stage - 1);
+            h = block(h, c, out, stage > 1 && k == 0 ? 2 : 1, "block" + std::to_string(++n));
+            c = out;
+        }
     h = net.add(nn::global_avg_pool{}, {h}, "gap");
-    h = net.add(nn::linear{32, 10}, {h}, "fc");
+    h = net.add(nn::linear{c, 10}, {h}, "fc");
     net.add(nn::softmax_cross_entropy{}, {h, labels}, "loss");
-    return {std::move(net), detail::images_and_labels(batch * 3 * 16 * 16, batch, 10)};
+    return {std::move(net), detail::images_and_labels(batch * 3 * image * image, batch, 10)};
 }
 
-/// A small U-Net for per-pixel classes: two levels down (conv, relu, max
-/// pool), a bottleneck, two levels up (transposed conv, concatenation with the
-/// skip, conv, relu) and a 1x1 head.
-inline model unet(std::uint64_t batch = 4) {
+/// A small U-Net for per-pixel classes: `levels` levels down (two
+/// conv-bn-relu, max pool; `width` channels doubling per level), a
+/// bottleneck, as many levels up (transposed conv, concatenation with the
+/// skip, two conv-bn-relu) and a 1x1 head. `image` must be divisible by
+/// 2^levels.
+inline model unet(std::uint64_t batch = 4, std::uint64_t levels = 3, std::uint64_t width = 4,
+                  std::uint64_t image = 64) {
     nn::network net("unet");
-    auto x = net.input("x", {batch, 3, 16, 16});
-    auto labels = net.input("labels", {batch, 16, 16}, nn::element::i64);
+    auto x = net.input("x", {batch, 3, image, image});
+    auto labels = net.input("labels", {batch, image, image}, nn::element::i64);
+    // Two conv-bn-relu per level: Ronneberger et al. (2015) with batch-norm.
     auto cr = [&](nn::value in, std::uint64_t cin, std::uint64_t cout, const std::string& name) {
-        auto h = net.add(nn::conv2d::make(cin, cout, 3, 1, 1), {in}, name + ".conv");
-        return net.add(nn::relu{}, {h}, name + ".relu");
+        auto h = in;
+        for (int k = 1; k <= 2; ++k, cin = cout) {
+            const auto i = std::to_string(k);
+            h = net.add(nn::conv2d::make(cin, cout, 3, 1, 1, 1, false), {h}, name + ".conv" + i);
+            h = net.add(nn::batch_norm{cout}, {h}, name + ".bn" + i);
+            h = net.add(nn::relu{}, {h}, name + ".relu" + i);
+        }
+        return h;
     };
-    auto e1 = cr(x, 3, 8, "enc1");                                        // (N, 8, 16, 16)
-    auto e2 = cr(net.add(nn::max_pool2d{}, {e1}, "down1"), 8, 16, "enc2"); // (N, 16, 8, 8)
-    auto b = cr(net.add(nn::max_pool2d{}, {e2}, "down2"), 16, 32, "mid"); // (N, 32, 4, 4)
-    auto u2 = net.add(nn::conv_transpose2d{32, 16}, {b}, "up2");           // (N, 16, 8, 8)
-    auto d2 = cr(net.add(nn::concat{}, {u2, e2}, "cat2"), 32, 16, "dec2");
-    auto u1 = net.add(nn::conv_transpose2d{16, 8}, {d2}, "up1"); // (N, 8, 16, 16)
-    auto d1 = cr(net.add(nn::concat{}, {u1, e1}, "cat1"), 16, 8, "dec1");
-    auto logits = net.add(nn::conv2d::make(8, 4, 1), {d1}, "head");
+    std::vector<nn::value> skips;
+    auto h = x;
+    std::uint64_t c = 3;
+    for (std::uint64_t l = 1; l <= levels; ++l) {
+        const auto i = std::to_string(l);
+        if (l > 1) h = net.add(nn::max_pool2d{}, {h}, "down" + std::to_string(l - 1));
+        h = cr(h, c, width << (l - 1), "enc" + i); // (N, width 2^(l-1), image / 2^(l-1), ...)
+        c = width << (l - 1);
+        skips.push_back(h);
+    }
+    h = cr(net.add(nn::max_pool2d{}, {h}, "down" + std::to_string(levels)), c, 2 * c, "mid");
+    c *= 2;
+    for (std::uint64_t l = levels; l >= 1; --l) {
+        const auto i = std::to_string(l);
+        auto u = net.add(nn::conv_transpose2d{c, c / 2}, {h}, "up" + i);
+        h = cr(net.add(nn::concat{}, {u, skips[l - 1]}, "cat" + i), c, c / 2, "dec" + i);
+        c /= 2;
+    }
+    auto logits = net.add(nn::conv2d::make(c, 4, 1), {h}, "head");
     net.add(nn::softmax_cross_entropy{}, {logits, labels}, "loss");
-    return {std::move(net), [batch](std::uint64_t step) {
+    return {std::move(net), [batch, image](std::uint64_t step) {
                 // Labels: the quadrant of each pixel, and the image says which (learnable).
                 engine::rng r(2000 + step % 4);
-                std::vector<float> img(batch * 3 * 256);
+                const std::uint64_t pixels = image * image;
+                std::vector<float> img(batch * 3 * pixels);
                 for (auto& v : img) v = r.uniform(-1.0f, 1.0f);
-                std::vector<std::int64_t> y(batch * 256);
+                std::vector<std::int64_t> y(batch * pixels);
                 for (std::size_t i = 0; i < y.size(); ++i) {
-                    const std::size_t p = i % 256, n = i / 256;
-                    const auto q = static_cast<std::int64_t>((p / 16 >= 8 ? 2 : 0) + (p % 16 >= 8 ? 1 : 0));
-                    y[i] = (q + static_cast<std::int64_t>(img[n * 768] > 0 ? 1 : 0)) % 4;
+                    const std::size_t p = i % pixels, n = i / pixels;
+                    const auto q = static_cast<std::int64_t>((p / image >= image / 2 ? 2 : 0) +
+                                                             (p % image >= image / 2 ? 1 : 0));
+                    y[i] = (q + static_cast<std::int64_t>(img[n * 3 * pixels] > 0 ? 1 : 0)) % 4;
                 }
                 return batch_data{{"x", detail::bytes_of(img)}, {"labels", detail::bytes_of(y)}};
             }};
 }
 
-/// Token embedding + positions, two pre-norm encoder layers (packed QKV
-/// attention, GELU MLP), a final layer-norm and a next-token head.
-inline model transformer(std::uint64_t batch = 4, std::uint64_t seq = 16, bool causal = true) {
+/// Token embedding + positions, `layers` pre-norm encoder layers (packed QKV
+/// attention, GELU MLP), a final layer-norm and a next-token head. The
+/// attention scores (batch x heads x seq^2) dominate memory.
+inline model transformer(std::uint64_t batch = 8, std::uint64_t seq = 64, bool causal = true, std::uint64_t layers = 4) {
     constexpr std::uint64_t vocab = 64, d = 32, heads = 4;
     nn::network net("transformer");
     auto ids = net.input("ids", {batch, seq}, nn::element::i64);
     auto labels = net.input("labels", {batch, seq}, nn::element::i64);
     auto h = net.add(nn::embedding{vocab, d}, {ids}, "wte");
     h = net.add(nn::position_embedding{seq, d}, {h}, "wpe");
-    for (int l = 0; l < 2; ++l) {
+    for (std::uint64_t l = 0; l < layers; ++l) {
         const std::string p = "layer" + std::to_string(l);
         auto a = net.add(nn::layer_norm{d}, {h}, p + ".ln1");
         a = net.add(nn::linear{d, 3 * d}, {a}, p + ".qkv");

@@ -83,15 +83,39 @@ bool bitwise_equal(const trained& a, const trained& b) {
     return true;
 }
 
-/// Largest |a - b| / max(|b|, floor) over losses and parameters.
-double max_relative(const trained& a, const trained& b, double floor = 1e-3) {
+/// Largest |a - b| / max(|b|, floor) over losses and parameters; `where`
+/// gets the index of the worst parameter tensor (-1: the losses).
+double max_relative(const trained& a, const trained& b, double floor = 1e-3, int* where = nullptr) {
     double worst = 0;
-    auto cmp = [&](float x, float y) {
-        worst = std::max(worst, std::abs(double(x) - double(y)) / std::max(std::abs(double(y)), floor));
+    auto cmp = [&](float x, float y, int i) {
+        const double e = std::abs(double(x) - double(y)) / std::max(std::abs(double(y)), floor);
+        if (e > worst && where) *where = i;
+        worst = std::max(worst, e);
     };
-    for (std::size_t i = 0; i < a.losses.size(); ++i) cmp(a.losses[i], b.losses[i]);
+    for (std::size_t i = 0; i < a.losses.size(); ++i) cmp(a.losses[i], b.losses[i], -1);
     for (std::size_t i = 0; i < a.params.size(); ++i)
-        for (std::size_t k = 0; k < a.params[i].size(); ++k) cmp(a.params[i][k], b.params[i][k]);
+        for (std::size_t k = 0; k < a.params[i].size(); ++k) cmp(a.params[i][k], b.params[i][k], int(i));
+    return worst;
+}
+
+/// Largest normwise relative difference max|a - b| / max|b| over one tensor,
+/// taken over every parameter tensor and the sequence of losses.
+double max_normwise(const trained& a, const trained& b, int* where = nullptr) {
+    auto one = [](const std::vector<float>& x, const std::vector<float>& y) {
+        double diff = 0, scale = 0;
+        for (std::size_t k = 0; k < x.size(); ++k) {
+            diff = std::max(diff, std::abs(double(x[k]) - double(y[k])));
+            scale = std::max(scale, std::abs(double(y[k])));
+        }
+        return scale > 0 ? diff / scale : diff;
+    };
+    double worst = one(a.losses, b.losses);
+    if (where) *where = -1;
+    for (std::size_t i = 0; i < a.params.size(); ++i) {
+        const double e = one(a.params[i], b.params[i]);
+        if (e > worst && where) *where = int(i);
+        worst = std::max(worst, e);
+    }
     return worst;
 }
 
@@ -126,17 +150,26 @@ std::size_t variant_steps(const plan& p) {
 }
 
 /// Float32 reassociation bound for variant plans. Measured largest relative
-/// difference (losses and parameters after 2-3 steps, floor 1e-3): cnn
-/// 5.6e-6, resnet 2.9e-6, unet 7.9e-8 (mlp, transformer: no such variant).
-/// The differences start at one ulp in a gradient and grow through the
-/// updates; parameters near zero make the relative figure largest. 1e-6 was
-/// asked for and is not true; 1e-5 is.
-constexpr double variant_tolerance = 1e-5;
+/// difference (losses and parameters after 2-3 steps, floor 1e-3; the deep
+/// example networks of models.hpp, test sizes): cnn 2.3e-5 (conv4.w), resnet
+/// 1.6e-3 (block2.a.conv.w), unet 6.1e-5 (enc1.conv2.w); mlp, transformer: no
+/// such variant. Normwise per tensor (max|a - b| / max|b|): cnn 2.4 (conv6.b,
+/// a bias before batch-norm, whose gradient is zero but for rounding),
+/// resnet 2.0e-3 and unet 9.7e-4 (batch-norm betas, sums of gradients that
+/// nearly cancel). A one-ulp difference in a gradient grows through the
+/// updates and through depth; neither 1e-6 nor the earlier 1e-5 holds.
+constexpr double variant_tolerance = 5e-3;
 
 struct model_figures {
     std::size_t recomputed = 0, variants = 0;
     double worst_variant_error = 0;
+    double worst_normwise_error = 0; ///< max|a - b| / max|b| per tensor, variant plans
+    std::string worst_variant_tensor, worst_normwise_tensor;
 };
+
+std::string tensor_name(const setup& s, int i) {
+    return i < 0 ? std::string("losses") : s.m.net.parameters()[static_cast<std::size_t>(i)].name;
+}
 
 /// Trains plan `p` (checked first) poisoned and compares it with the naive run.
 void check_against_naive(const setup& s, const plan& p, const trained& naive, int steps, model_figures& f) {
@@ -148,8 +181,12 @@ void check_against_naive(const setup& s, const plan& p, const trained& naive, in
     if (!reorders_arithmetic(s, p)) {
         CHECK(bitwise_equal(t, naive));
     } else {
-        const double e = max_relative(t, naive);
+        int at = -1, at_n = -1;
+        const double e = max_relative(t, naive, 1e-3, &at), n = max_normwise(t, naive, &at_n);
+        if (e > f.worst_variant_error) f.worst_variant_tensor = tensor_name(s, at);
+        if (n > f.worst_normwise_error) f.worst_normwise_tensor = tensor_name(s, at_n);
         f.worst_variant_error = std::max(f.worst_variant_error, e);
+        f.worst_normwise_error = std::max(f.worst_normwise_error, n);
         CHECK(e < variant_tolerance);
     }
 }
@@ -171,16 +208,17 @@ model_figures check_model(const setup& s, int steps) {
     check_against_naive(s, store_all.planned.plan, naive, steps, f);
     const std::uint64_t sa = store_all.arena();
 
-    // The default planner at store-all and at half of it (when it reaches
-    // that), and the smallest budget it reaches (bisection).
+    // The default planner at store-all and at half of it (the example
+    // networks are deep enough for that), and the smallest budget it reaches
+    // (bisection).
     for (std::uint64_t budget : {sa, sa / 2}) {
         ro.budget = budget;
         const auto r = plan_remat("auto", s.g, ro);
         CAPTURE(budget);
-        MESSAGE(s.m.net.name() << " budget " << budget << ": " << to_string(r.status) << " arena " << r.arena());
-        if (budget == sa) REQUIRE(has_solution(r.status));
-        if (!has_solution(r.status)) continue;
-        CHECK(r.arena() <= budget);
+        MESSAGE(s.m.net.name() << " budget " << budget << ": " << to_string(r.status) << " arena " << r.arena()
+                               << " (" << r.planner << ", predicted overhead " << 100 * r.overhead() << " %)");
+        REQUIRE(has_solution(r.status));
+        REQUIRE(r.arena() <= budget);
         check_against_naive(s, r.planned.plan, naive, steps, f);
     }
     const auto smallest = mx::min_budget_plan(s.g, "auto", sa, 2, 6);
@@ -202,7 +240,9 @@ model_figures check_model(const setup& s, int steps) {
     // ReLU has from_output first and from_mask second: the loop leaves the last match.
     const auto all = make_plan(s.g, sched, best_heuristic{}).plan;
     check_against_naive(s, all, naive, steps, f);
-    MESSAGE(s.m.net.name() << " worst variant error " << f.worst_variant_error);
+    MESSAGE(s.m.net.name() << " worst variant error " << f.worst_variant_error << " (relative, floor 1e-3; "
+                           << f.worst_variant_tensor << "), " << f.worst_normwise_error
+                           << " (normwise, max|a - b| / max|b| per tensor; " << f.worst_normwise_tensor << ")");
     return f;
 }
 
@@ -225,7 +265,7 @@ TEST_CASE("engine.program.matches_training_graph") {
     CHECK(updates == static_cast<std::size_t>(trainable));
 }
 
-TEST_CASE("engine.mlp.plans_match_naive") { check_model(setup(mx::mlp(8), optimizer::adam), 3); }
+TEST_CASE("engine.mlp.plans_match_naive") { check_model(setup(mx::mlp(256, 16, 16), optimizer::adam), 3); }
 TEST_CASE("engine.cnn.plans_match_naive") {
     const auto f = check_model(setup(mx::cnn(4)), 3);
     CHECK(f.recomputed > 0);
@@ -237,9 +277,9 @@ TEST_CASE("engine.resnet.plans_match_naive") {
     CHECK(f.recomputed > 0);
     CHECK(f.variants > 0);
 }
-TEST_CASE("engine.unet.plans_match_naive") { CHECK(check_model(setup(mx::unet(2)), 2).recomputed > 0); }
+TEST_CASE("engine.unet.plans_match_naive") { CHECK(check_model(setup(mx::unet(4)), 2).recomputed > 0); }
 TEST_CASE("engine.transformer.plans_match_naive") {
-    CHECK(check_model(setup(mx::transformer(2, 8), optimizer::adam), 3).recomputed > 0);
+    CHECK(check_model(setup(mx::transformer(4, 64), optimizer::adam), 3).recomputed > 0);
 }
 
 TEST_CASE("engine.executor.rejects_a_plan_that_misses_a_buffer") {
@@ -249,6 +289,39 @@ TEST_CASE("engine.executor.rejects_a_plan_that_misses_a_buffer") {
         return !b.is_workspace() && s.g.tensor(b.tensor).name == "fc2.y";
     }));
     CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, s.g, s.prog, p), doctest::Contains("fc2.y"), memplan::error);
+}
+
+TEST_CASE("engine.executor.rejects_a_read_after_the_update") {
+    // An update overwrites its parameter in place; the graph format cannot
+    // say so, so the executor refuses a plan that reads a parameter after
+    // its update (here: fc2's weight gradient and update moved in front of
+    // its data gradient, which reads fc2.w).
+    const setup s(mx::mlp(4, 2, 8));
+    auto sched = default_schedule(s.g);
+    auto at = [&](const std::string& name) {
+        return std::find_if(sched.begin(), sched.end(), [&](const auto& st) { return s.g.op(st.op).name == name; });
+    };
+    for (const auto* name : {"fc2.bwd_data", "fc2.bwd_weight", "fc2.w.update"}) REQUIRE(at(name) != sched.end());
+    REQUIRE(at("fc2.bwd_data") < at("fc2.w.update"));
+    const auto weight = *at("fc2.bwd_weight");
+    sched.erase(at("fc2.bwd_weight"));
+    const auto update = *at("fc2.w.update");
+    sched.erase(at("fc2.w.update"));
+    sched.insert(at("fc2.bwd_data"), {weight, update});
+    const auto p = make_plan(s.g, sched, best_heuristic{}).plan;
+    CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, s.g, s.prog, p), doctest::Contains("fc2.w.update"), memplan::error);
+    // The planners' base order never does this: every update after every reader of its parameter.
+    const remat_context<graph> ctx(s.g);
+    const auto& order = ctx.base_order();
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto& u = s.g.op(order[i]);
+        if (u.phase != phase::update) continue;
+        for (std::size_t j = i + 1; j < order.size(); ++j)
+            for (auto t : s.g.op(order[j]).inputs)
+                if (s.g.op(order[j]).phase != phase::update)
+                    CHECK_MESSAGE(std::find(u.inputs.begin(), u.inputs.end(), t) == u.inputs.end(),
+                                  s.g.op(order[j]).name << " reads " << s.g.tensor(t).name << " after " << u.name);
+    }
 }
 
 TEST_CASE("engine.executor.poison_exposes_a_plan_that_frees_early") {
