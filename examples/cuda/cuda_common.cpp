@@ -59,6 +59,8 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
         std::uint64_t naive_bytes = 0;
         for (const auto& t : g.tensors()) naive_bytes += t.bytes;
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o); // as the CPU examples plan
+        // Device memory as the driver sees it (arena, library handles and workspaces, context).
+        const auto device_before = engine::cuda::device_bytes_in_use();
         using cuda_executor = engine::executor<engine::cuda::backend>;
         auto ex = o.naive ? cuda_executor::naive(m.net, g, prog, engine::cuda::backend(bo), eo)
                           : cuda_executor(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);
@@ -67,6 +69,7 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
                     engine::cuda::describe_device(0).name.c_str(), (unsigned long long)naive_bytes,
                     (unsigned long long)store_all, o.naive ? "naive allocations" : "planned arena",
                     (unsigned long long)arena);
+        std::uint64_t device_peak = engine::cuda::device_bytes_in_use();
         float loss = 0;
         double ms_total = 0;
         for (int s = 0; s < o.steps; ++s) {
@@ -75,13 +78,16 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
             loss = ex.step(); // synchronises: the loss is downloaded
             const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (s > 0 || o.steps == 1) ms_total += ms; // step 0 warms cuDNN and cuBLAS up
+            device_peak = std::max(device_peak, engine::cuda::device_bytes_in_use()); // after the step's sync
             if (s % o.interval == 0 || s + 1 == o.steps) std::printf("step %4d loss %.5f\n", s, double(loss));
         }
         const double ms = ms_total / std::max(1, o.steps > 1 ? o.steps - 1 : 1);
         const auto st = ex.backend().stats();
-        std::printf("device bytes in use %llu; backend peak %llu bytes in %llu allocations; conv fallbacks: %llu "
-                    "unsupported, %llu workspace short\n",
-                    (unsigned long long)engine::cuda::device_bytes_in_use(), (unsigned long long)st.peak_bytes,
+        std::printf("device bytes in use %llu; peak %llu (cudaMemGetInfo after each step), %llu before the executor; "
+                    "backend peak %llu bytes in %llu allocations; conv fallbacks: %llu unsupported, %llu workspace "
+                    "short\n",
+                    (unsigned long long)engine::cuda::device_bytes_in_use(), (unsigned long long)device_peak,
+                    (unsigned long long)device_before, (unsigned long long)st.peak_bytes,
                     (unsigned long long)st.allocations, (unsigned long long)st.conv_fallbacks,
                     (unsigned long long)st.workspace_fallbacks);
         std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),

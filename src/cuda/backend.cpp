@@ -98,6 +98,14 @@ struct context {
     ~context() { release(); }
 
     void release() noexcept {
+        // Queued work may still use the handles and the stream: let it finish first.
+        if (stream) (void)cudaStreamSynchronize(stream);
+        if (stream && opt.alloc == allocation::stream_pool) {
+            // Hand the pool's cached memory back: the release threshold above keeps it past
+            // this backend, and the next one's cudaMemGetInfo baseline would hide its reuse.
+            cudaMemPool_t pool = nullptr;
+            if (cudaDeviceGetDefaultMemPool(&pool, opt.device) == cudaSuccess) (void)cudaMemPoolTrimTo(pool, 0);
+        }
         if (dnn) cudnnDestroy(dnn);
         if (blas) cublasDestroy(blas);
         if (stream) cudaStreamDestroy(stream);
@@ -138,6 +146,7 @@ void launched(const kernel_call& c) {
 /// Throws naming op `c` when a kernel recorded an index outside its range.
 void check_indices(context& x, const kernel_call& c, const char* what, i64 limit) {
     const auto b = kernels::take_bad_index(x.stream);
+    if (b.error != cudaSuccess) fail(c, std::string("reading the index check failed: ") + cudaGetErrorString(b.error));
     if (b.any)
         fail(c, std::string(what) + " " + std::to_string(b.value) + " at position " + std::to_string(b.position) +
                     " is outside [0, " + std::to_string(limit) + ")");
@@ -265,33 +274,74 @@ Algo choose(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Quer
     return algo;
 }
 
+bool not_supported(cudnnStatus_t s) noexcept {
+#ifdef CUDNN_STATUS_CATEGORY // cuDNN 9: NOT_SUPPORTED_SHAPE, _LAYOUT, ... share the category
+    return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
+#else
+    return s == CUDNN_STATUS_NOT_SUPPORTED;
+#endif
+}
+
+/// Chooses the algorithm (choose) and runs `call(algo, bytes)`. cuDNN may
+/// refuse an algorithm at run time although its workspace query succeeded
+/// (NOT_SUPPORTED): then the fallback runs, counted as unsupported, when its
+/// workspace fits the plan's.
+template <class Algo, class Query, class Call>
+void run_conv(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Query query, Call call,
+              const char* what) {
+    std::size_t bytes = 0;
+    const Algo algo = choose(ctx, c, wanted, fallback, query, bytes);
+    cudnnStatus_t st = call(algo, bytes);
+    if (not_supported(st) && algo != fallback) {
+        ++ctx.stats.conv_fallbacks;
+        st = query(fallback, bytes);
+        if (st == CUDNN_STATUS_SUCCESS && bytes > c.workspace_bytes)
+            fail(c, std::string(what) + " refused the variant's algorithm and its zero-workspace fallback needs " +
+                        std::to_string(bytes) + " bytes, the plan gives " + std::to_string(c.workspace_bytes));
+        if (st == CUDNN_STATUS_SUCCESS) st = call(fallback, bytes);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) fail(c, std::string(what) + " failed: " + cudnnGetErrorString(st));
+}
+
 /// x -> y forward, dy -> dx backward-data, (x, dy) -> dw backward-filter of one
 /// convolution described by `d`; `x`, `y` are the convolution's own sides.
+/// Overwrites `out` (beta 0), as the CPU backend does.
 void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass pass, std::string_view variant,
                    const float* in_x, const float* in_w, const float* in_dy, float* out) {
     const float one = 1.0f, zero = 0.0f;
-    std::size_t bytes = 0;
     if (pass == conv_pass::forward) {
-        const auto algo = choose(ctx, c, fwd_algo(variant), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-                                 [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
-                                     return cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn, d.x, d.w, d.conv, d.y, a, &b);
-                                 }, bytes);
-        MEMPLAN_CUDA_CHECK(cudnnConvolutionForward(ctx.dnn, &one, d.x, in_x, d.w, in_w, d.conv, algo, c.workspace,
-                                                   bytes, &zero, d.y, out));
+        run_conv(
+            ctx, c, fwd_algo(variant), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
+                return cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn, d.x, d.w, d.conv, d.y, a, &b);
+            },
+            [&](cudnnConvolutionFwdAlgo_t a, std::size_t b) {
+                return cudnnConvolutionForward(ctx.dnn, &one, d.x, in_x, d.w, in_w, d.conv, a, c.workspace, b, &zero,
+                                               d.y, out);
+            },
+            "cudnnConvolutionForward");
     } else if (pass == conv_pass::backward_data) {
-        const auto algo = choose(ctx, c, bwd_data_algo(variant), CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
-                                 [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
-                                     return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn, d.w, d.y, d.conv, d.x, a, &b);
-                                 }, bytes);
-        MEMPLAN_CUDA_CHECK(cudnnConvolutionBackwardData(ctx.dnn, &one, d.w, in_w, d.y, in_dy, d.conv, algo,
-                                                        c.workspace, bytes, &zero, d.x, out));
+        run_conv(
+            ctx, c, bwd_data_algo(variant), CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+            [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
+                return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn, d.w, d.y, d.conv, d.x, a, &b);
+            },
+            [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t b) {
+                return cudnnConvolutionBackwardData(ctx.dnn, &one, d.w, in_w, d.y, in_dy, d.conv, a, c.workspace, b,
+                                                    &zero, d.x, out);
+            },
+            "cudnnConvolutionBackwardData");
     } else {
-        const auto algo = choose(ctx, c, bwd_filter_algo(variant), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
-                                 [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
-                                     return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn, d.x, d.y, d.conv, d.w, a, &b);
-                                 }, bytes);
-        MEMPLAN_CUDA_CHECK(cudnnConvolutionBackwardFilter(ctx.dnn, &one, d.x, in_x, d.y, in_dy, d.conv, algo,
-                                                          c.workspace, bytes, &zero, d.w, out));
+        run_conv(
+            ctx, c, bwd_filter_algo(variant), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+            [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
+                return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn, d.x, d.y, d.conv, d.w, a, &b);
+            },
+            [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t b) {
+                return cudnnConvolutionBackwardFilter(ctx.dnn, &one, d.x, in_x, d.y, in_dy, d.conv, a, c.workspace, b,
+                                                      &zero, d.w, out);
+            },
+            "cudnnConvolutionBackwardFilter");
     }
 }
 

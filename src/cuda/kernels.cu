@@ -530,16 +530,23 @@ void softmax_rows_backward(cudaStream_t s, const float* p, const float* dp, floa
     softmax_rows_backward_k<<<grid_of(rows), threads, 0, s>>>(p, dp, ds, cols);
 }
 bad_index take_bad_index(cudaStream_t s) {
+    // All copies on `s`: a plain cudaMemcpyToSymbol runs on the legacy stream, which does not
+    // order against a non-blocking `s`, and its pageable copy may still be in flight when the
+    // next kernel on `s` records a bad index.
     bad_index b;
     int flag = 0;
-    cudaStreamSynchronize(s);
-    cudaMemcpyFromSymbol(&flag, g_bad_flag, sizeof(int));
-    if (!flag) return b;
+    auto step = [&](cudaError_t e) {
+        if (b.error == cudaSuccess) b.error = e;
+    };
+    step(cudaMemcpyFromSymbolAsync(&flag, g_bad_flag, sizeof(int), 0, cudaMemcpyDeviceToHost, s));
+    step(cudaStreamSynchronize(s));
+    if (b.error != cudaSuccess || !flag) return b;
     b.any = true;
-    cudaMemcpyFromSymbol(&b.value, g_bad_value, sizeof(long long));
-    cudaMemcpyFromSymbol(&b.position, g_bad_position, sizeof(long long));
-    const int zero = 0;
-    cudaMemcpyToSymbol(g_bad_flag, &zero, sizeof(int));
+    step(cudaMemcpyFromSymbolAsync(&b.value, g_bad_value, sizeof(long long), 0, cudaMemcpyDeviceToHost, s));
+    step(cudaMemcpyFromSymbolAsync(&b.position, g_bad_position, sizeof(long long), 0, cudaMemcpyDeviceToHost, s));
+    static const int zero = 0;
+    step(cudaMemcpyToSymbolAsync(g_bad_flag, &zero, sizeof(int), 0, cudaMemcpyHostToDevice, s));
+    step(cudaStreamSynchronize(s));
     return b;
 }
 cudaError_t last_error() { return cudaGetLastError(); }

@@ -74,10 +74,12 @@ void softmax_rows(cudaStream_t s, const float* x, float* y, std::int64_t rows, s
 void softmax_rows_backward(cudaStream_t s, const float* p, const float* dp, float* ds, std::int64_t rows,
                            std::int64_t cols);
 
-/// The first out-of-range id or label recorded since the last call (any = false when none). Synchronises `s`.
+/// The first out-of-range id or label recorded since the last call (any = false when none). Synchronises `s`;
+/// `error` is the first CUDA error met while reading the record (the stream's own, too).
 struct bad_index {
     bool any = false;
     long long value = 0, position = 0;
+    cudaError_t error = cudaSuccess;
 };
 bad_index take_bad_index(cudaStream_t s);
 

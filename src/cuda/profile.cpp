@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -88,42 +89,64 @@ std::vector<variant_measurement> find_conv(cudnnHandle_t h, const nn::conv2d& l,
     device_buffer ws(ws_bytes);
     struct found {
         std::string algorithm;
+        int algo;
         cudnnStatus_t status;
         float ms;
         std::size_t memory;
     };
     std::vector<found> results;
     int n = 0;
+    // The backend sizes its workspace with cudnnGet*WorkspaceSize (src/cuda/backend.cpp, choose);
+    // Find's perf.memory can be smaller, so a plan made from it alone would come up short.
+    std::function<std::size_t(int)> query;
+    auto sized = [](cudnnStatus_t st, std::size_t b) { return st == CUDNN_STATUS_SUCCESS ? b : std::size_t(0); };
     if (pass == conv_pass::forward) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         MEMPLAN_CUDA_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x.p, wd, w.p, cd, yd, y.p,
                                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
         const char* names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
         for (int k = 0; k < n; ++k)
-            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+            results.push_back({names[perf[k].algo], perf[k].algo, perf[k].status, perf[k].time, perf[k].memory});
+        query = [&](int a) {
+            std::size_t b = 0;
+            return sized(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, cudnnConvolutionFwdAlgo_t(a), &b), b);
+        };
     } else if (pass == conv_pass::backward_data) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         MEMPLAN_CUDA_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
             h, wd, w.p, yd, y.p, cd, xd, x.p, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
         const char* names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
         for (int k = 0; k < n; ++k)
-            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+            results.push_back({names[perf[k].algo], perf[k].algo, perf[k].status, perf[k].time, perf[k].memory});
+        query = [&](int a) {
+            std::size_t b = 0;
+            return sized(
+                cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, cudnnConvolutionBwdDataAlgo_t(a), &b), b);
+        };
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         MEMPLAN_CUDA_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             h, xd, x.p, yd, y.p, cd, wd, w.p, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws.p, ws_bytes));
         const char* names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
         for (int k = 0; k < n; ++k)
-            results.push_back({names[perf[k].algo], perf[k].status, perf[k].time, perf[k].memory});
+            results.push_back({names[perf[k].algo], perf[k].algo, perf[k].status, perf[k].time, perf[k].memory});
+        query = [&](int a) {
+            std::size_t b = 0;
+            return sized(
+                cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, cudnnConvolutionBwdFilterAlgo_t(a), &b),
+                b);
+        };
     }
     std::vector<variant_measurement> out;
     for (const auto& v : variants) {
         variant_measurement m{v, std::string(cudnn_algorithm(v, pass)), false, 0, 0};
+        // Find lists the fastest first (and may list an algorithm once per math type): keep the first success.
         for (const auto& r : results)
             if (r.algorithm == m.algorithm && r.status == CUDNN_STATUS_SUCCESS && r.ms >= 0) {
                 m.supported = true;
                 m.ms = double(r.ms);
-                m.workspace_bytes = r.memory;
+                m.workspace_bytes = std::max(r.memory, query(r.algo));
+                break;
             }
         out.push_back(std::move(m));
     }

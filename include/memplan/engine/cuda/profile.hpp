@@ -68,10 +68,13 @@ inline profile_table read_profile(const std::string& path) {
             fail(where + ".ms: must be a number >= 0");
         op_measurement m{o["op"].get<std::string>(), o["ms"].get<double>(), {}};
         if (o.contains("variants")) {
+            if (!o["variants"].is_array()) fail(where + ".variants: must be an array");
             for (std::size_t k = 0; k < o["variants"].size(); ++k) {
                 const auto& v = o["variants"][k];
                 const std::string vw = where + ".variants[" + std::to_string(k) + "]";
                 if (!v.contains("name") || !v["name"].is_string()) fail(vw + ".name: must be a string");
+                if (v.contains("algorithm") && !v["algorithm"].is_string()) fail(vw + ".algorithm: must be a string");
+                if (v.contains("supported") && !v["supported"].is_boolean()) fail(vw + ".supported: must be a boolean");
                 variant_measurement x;
                 x.name = v["name"].get<std::string>();
                 x.algorithm = v.value("algorithm", "");
