@@ -82,19 +82,33 @@ inline train_options parse_options(int argc, char** argv, int default_steps) {
     return o;
 }
 
-/// The smallest budget planner `name` reaches, by bisection on the budget
-/// between the schedule-free lower bound and `store_all_bytes` (stops when
-/// the bracket is under 1% of store-all or after `rounds` planner calls).
-/// Returns the fitting plan of the smallest budget reached.
+/// The smallest budget planner `name` reaches: budgets shrinking by a
+/// fifth from `store_all_bytes` until the planner misses one, then bisection
+/// between that miss and the smallest fit (stops when the bracket is under
+/// 1% of store-all or after `rounds` planner calls in all). A miss is not a
+/// proof that nothing smaller fits (the planners are heuristics), which is
+/// why the descent comes first. Returns the fitting plan of the smallest
+/// budget reached.
 inline remat_result min_budget_plan(const graph& g, const std::string& name, std::uint64_t store_all_bytes,
-                                    double time_limit, int rounds = 10) {
+                                    double time_limit, int rounds = 12) {
     remat_options ro;
     ro.time_limit_seconds = time_limit;
     ro.budget = store_all_bytes;
     remat_result best = plan_remat(name, g, ro);
     if (!has_solution(best.status)) return best;
     std::uint64_t lo = 0, hi = best.arena();
-    for (int r = 0; r < rounds && hi - lo > store_all_bytes / 100; ++r) {
+    int r = 0;
+    for (; r < rounds; ++r) {
+        ro.budget = hi / 5 * 4;
+        auto got = plan_remat(name, g, ro);
+        if (!has_solution(got.status) || got.arena() > ro.budget) {
+            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.min_memory) : ro.budget;
+            break;
+        }
+        hi = got.arena();
+        best = std::move(got);
+    }
+    for (; r < rounds && hi > lo && hi - lo > store_all_bytes / 100; ++r) {
         ro.budget = lo + (hi - lo) / 2;
         auto got = plan_remat(name, g, ro);
         if (has_solution(got.status) && got.arena() <= ro.budget) {
