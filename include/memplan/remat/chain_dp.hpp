@@ -390,17 +390,11 @@ struct graph_chain {
 
 /// Rotor's optimal chain checkpointing, with the memory limit of its dynamic
 /// program searched so that the placed arena fits the budget.
-struct chain_dp {
+struct chain_dp : remat_planner<chain_dp> {
     static constexpr std::string_view name = "chain";
     std::size_t slots = 500; ///< memory discretisation of the dynamic program
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<chain_dp>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>

@@ -32,7 +32,7 @@
 namespace memplan {
 
 template <SolverLike S>
-struct checkmate {
+struct checkmate : remat_planner<checkmate<S>> {
     static constexpr std::string_view name = "checkmate";
 
     S solver{};
@@ -55,13 +55,7 @@ struct checkmate {
     std::size_t random_roundings = 24;
 
     /// Plans `g` within `opt.budget` bytes of arena; see the file comment.
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<checkmate<S>>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>

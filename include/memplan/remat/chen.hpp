@@ -91,16 +91,10 @@ bool try_choice(const remat_context<Graph>& ctx, const remat_options& opt, const
 /// Chen et al.'s sqrt(n) checkpointing. It does not search: the budget only
 /// decides the status (feasible when the arena fits, else infeasible or
 /// no_solution, with the plan's figures kept).
-struct sqrt_n {
+struct sqrt_n : remat_planner<sqrt_n> {
     static constexpr std::string_view name = "sqrt_n";
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<sqrt_n>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
@@ -133,17 +127,11 @@ struct sqrt_n {
 
 /// Chen et al.'s greedy checkpointing with a byte threshold B, searched: the
 /// cheapest plan over a sweep of thresholds whose arena fits the budget.
-struct chen_greedy {
+struct chen_greedy : remat_planner<chen_greedy> {
     static constexpr std::string_view name = "chen_greedy";
     std::size_t thresholds = 48; ///< how many thresholds the sweep tries (geometric grid)
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<chen_greedy>::plan; ///< plan(graph, options)
 
     /// The checkpoints Chen's greedy picks for threshold `b`: walking the
     /// forward part, the bytes of droppable tensors made since the last

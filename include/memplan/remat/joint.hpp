@@ -35,20 +35,14 @@
 
 namespace memplan {
 
-struct joint {
+struct joint : remat_planner<joint> {
     static constexpr std::string_view name = "joint";
     std::size_t trials_per_step = 24; ///< moves evaluated exactly at each descent step
     double cost_exponent = 1.0;       ///< a move's worth: bytes removed / (cost added)^exponent
     bool lean_start = true;           ///< start from the variants that read least (else the fastest)
     double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<joint>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>

@@ -25,18 +25,12 @@ namespace memplan {
 /// `plan(context, options, t0)` (the Checkmate MILP with a solver, see
 /// select.hpp), tried on graphs of at most `extra_max_ops` ops.
 template <class Extra = std::nullptr_t>
-struct basic_auto_remat {
+struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
     static constexpr std::string_view name = "auto";
     Extra extra{};
     std::size_t extra_max_ops = 200;
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<basic_auto_remat<Extra>>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>

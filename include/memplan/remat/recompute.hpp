@@ -278,6 +278,21 @@ private:
     double fastest_cost_ = 0;
 };
 
+/// Base of the planners that work on a `remat_context`: gives each of them
+/// `plan(graph, options)`, which builds the context and calls the planner's
+/// own `plan(context, options, t0)` (so the clock starts before the context
+/// is built, and a portfolio can share one context among its members).
+template <class Planner>
+struct remat_planner {
+    template <class Graph>
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
+                                                                               const remat_options& opt) const {
+        const auto t0 = std::chrono::steady_clock::now();
+        const remat_context<Graph> ctx(g);
+        return static_cast<const Planner&>(*this).plan(ctx, opt, t0);
+    }
+};
+
 /// Places the buffers of schedule `s`: the best heuristic, then, when that
 /// misses `budget` although the per-schedule bound fits, the exact search
 /// in decision mode for at most `exact_seconds`.

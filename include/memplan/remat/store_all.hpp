@@ -11,16 +11,10 @@
 
 namespace memplan {
 
-struct store_all {
+struct store_all : remat_planner<store_all> {
     static constexpr std::string_view name = "store_all";
 
-    template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_context<Graph> ctx(g);
-        return plan(ctx, opt, t0);
-    }
+    using remat_planner<store_all>::plan; ///< plan(graph, options)
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
