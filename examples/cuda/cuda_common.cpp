@@ -90,9 +90,7 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
                     (unsigned long long)device_before, (unsigned long long)st.peak_bytes,
                     (unsigned long long)st.allocations, (unsigned long long)st.conv_fallbacks,
                     (unsigned long long)st.workspace_fallbacks);
-        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),
-                    (unsigned long long)naive_bytes, (unsigned long long)arena,
-                    (unsigned long long)(o.naive ? naive_bytes : budget), ms);
+        print_result_line(loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());

@@ -189,6 +189,14 @@ inline example_plan plan_example(const model& m, const graph& g, const train_opt
     return out;
 }
 
+/// The line every example ends with (CPU and CUDA alike), which scripts parse.
+inline void print_result_line(float loss, std::uint64_t naive_bytes, std::uint64_t arena_bytes,
+                              std::uint64_t budget_bytes, double ms_per_step) {
+    std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),
+                (unsigned long long)naive_bytes, (unsigned long long)arena_bytes, (unsigned long long)budget_bytes,
+                ms_per_step);
+}
+
 /// Plans `m` at the budget (or runs it naively), trains it, prints the report.
 inline int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
     try {
@@ -240,9 +248,7 @@ inline int run_example(const model& m, optimizer opt_kind, int argc, char** argv
             std::printf("memory saved: %llu of %llu bytes (%.1f %%) against one allocation per tensor\n",
                         (unsigned long long)(naive_bytes - std::min(naive_bytes, arena)), (unsigned long long)naive_bytes,
                         100.0 * double(naive_bytes - std::min(naive_bytes, arena)) / double(naive_bytes));
-        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),
-                    (unsigned long long)naive_bytes, (unsigned long long)arena,
-                    (unsigned long long)(o.naive ? naive_bytes : budget), ms);
+        print_result_line(loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());

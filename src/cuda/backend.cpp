@@ -47,21 +47,6 @@ namespace detail {
 
 using i64 = std::int64_t;
 
-/// A cuDNN descriptor owned by RAII.
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct descriptor {
-    T d{};
-    descriptor() { MEMPLAN_CUDA_CHECK(Create(&d)); }
-    descriptor(const descriptor&) = delete;
-    descriptor& operator=(const descriptor&) = delete;
-    ~descriptor() { Destroy(d); }
-    operator T() const noexcept { return d; }
-};
-using tensor_desc = descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using filter_desc = descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using conv_desc =
-    descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
-
 struct context {
     backend_options opt;
     cudaStream_t stream = nullptr;

@@ -1,6 +1,7 @@
 // The one checking macro of the CUDA backend: MEMPLAN_CUDA_CHECK(call) turns
 // a failed CUDA runtime, cuBLAS or cuDNN call into memplan::error("cuda", ...)
-// naming the call, file:line and the library's message. Private to src/cuda.
+// naming the call, file:line and the library's message; and the RAII owner
+// of cuDNN descriptors both the backend and the profiler use. Private to src/cuda.
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -29,3 +30,22 @@ void check(Status s, const char* call, const char* file, int line) {
 } // namespace memplan::engine::cuda::detail
 
 #define MEMPLAN_CUDA_CHECK(call) ::memplan::engine::cuda::detail::check((call), #call, __FILE__, __LINE__)
+
+namespace memplan::engine::cuda::detail {
+
+/// A cuDNN descriptor owned by RAII.
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+struct descriptor {
+    T d{};
+    descriptor() { MEMPLAN_CUDA_CHECK(Create(&d)); }
+    descriptor(const descriptor&) = delete;
+    descriptor& operator=(const descriptor&) = delete;
+    ~descriptor() { Destroy(d); }
+    operator T() const noexcept { return d; }
+};
+using tensor_desc = descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using filter_desc = descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using conv_desc =
+    descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+
+} // namespace memplan::engine::cuda::detail

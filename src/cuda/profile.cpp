@@ -47,16 +47,6 @@ private:
 };
 static_assert(BackendLike<timed_backend>);
 
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct descriptor {
-    T d{};
-    descriptor() { MEMPLAN_CUDA_CHECK(Create(&d)); }
-    descriptor(const descriptor&) = delete;
-    descriptor& operator=(const descriptor&) = delete;
-    ~descriptor() { Destroy(d); }
-    operator T() const noexcept { return d; }
-};
-
 struct device_buffer {
     void* p = nullptr;
     explicit device_buffer(std::size_t n) { MEMPLAN_CUDA_CHECK(cudaMalloc(&p, n ? n : 1)); }
@@ -70,9 +60,9 @@ std::vector<variant_measurement> find_conv(cudnnHandle_t h, const nn::conv2d& l,
                                            const nn::shape& ys, conv_pass pass,
                                            const std::vector<std::string>& variants) {
     auto i = [](std::uint64_t v) { return static_cast<int>(v); };
-    descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> xd, yd;
-    descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> wd;
-    descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor> cd;
+    detail::tensor_desc xd, yd;
+    detail::filter_desc wd;
+    detail::conv_desc cd;
     MEMPLAN_CUDA_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(xs[0]), i(xs[1]), i(xs[2]), i(xs[3])));
     MEMPLAN_CUDA_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(ys[0]), i(ys[1]), i(ys[2]), i(ys[3])));
     MEMPLAN_CUDA_CHECK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(ys[1]), i(xs[1] / l.groups),
