@@ -13,6 +13,7 @@
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -126,4 +127,22 @@ TEST_CASE("cuda.profile.json_round_trip_and_bad_files") {
     CHECK(j["ops"].size() == t.ops.size());
     CHECK_THROWS_WITH_AS(engine::cuda::read_profile(std::string(MEMPLAN_CUDA_TEST_DIR) + "/no_such.json"),
                          doctest::Contains("no_such.json"), memplan::error);
+}
+
+TEST_CASE("cuda.profile.wrongly_typed_fields_name_the_field") {
+    // Written to the system's temporary folder (never to the shared data).
+    const auto path = (std::filesystem::temp_directory_path() / "memplan_bad_profile.json").string();
+    auto read_with = [&](const std::string& op) {
+        {
+            std::ofstream f(path);
+            f << R"({"format": "memplan.cuda_profile", "ops": [)" << op << "]}";
+        }
+        return engine::cuda::read_profile(path);
+    };
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": 5})"),
+                         doctest::Contains("ops[0].variants: must be an array"), memplan::error);
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "algorithm": 3}]})"),
+                         doctest::Contains("algorithm: must be a string"), memplan::error);
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": 7})"), doctest::Contains("ops[0].op: must be a string"), memplan::error);
+    std::filesystem::remove(path);
 }

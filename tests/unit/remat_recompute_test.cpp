@@ -1,0 +1,113 @@
+// remat_context: how a choice becomes a schedule. Per-use recomputation
+// (remat_choice::per_use) runs a dropped tensor's producer again for each
+// backward reader and frees it after that reader, together with what was
+// recomputed only to make it; the base order puts every update after every
+// other reader of its parameter.
+#include <memplan/check/validator.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/bounds.hpp>
+#include <memplan/plan/make_plan.hpp>
+#include <memplan/remat/recompute.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+using namespace memplan;
+
+namespace {
+
+/// x -> f0 -> t0 -> f1 -> a1 -> f2 -> a2, a loss on a2, and a backward pass
+/// in which b2 and b1 both read the large a1 far apart (a skip connection's
+/// shape) with a larger temporary between them; t0 is read by f1 only.
+graph two_readers() {
+    graph g("two-readers");
+    g.add_tensor("x", 100);
+    g.add_tensor("w", 50, true);
+    g.add_tensor("t0", 1000);
+    g.add_tensor("a1", 1000);
+    g.add_tensor("a2", 100);
+    g.add_tensor("l", 4);
+    g.add_tensor("g2", 100);
+    g.add_tensor("big", 1500);
+    g.add_tensor("gm", 100);
+    g.add_tensor("g1", 100);
+    g.add_tensor("dw", 50);
+    g.add_op("f0", {"x", "w"}, {"t0"});
+    g.add_op("f1", {"t0"}, {"a1"});
+    g.add_op("f2", {"a1"}, {"a2"});
+    g.add_op("loss", {"a2"}, {"l"});
+    g.add_op("b2", {"l", "a1"}, {"g2"}, 1.0, 0, phase::backward);
+    g.add_op("mid", {"g2"}, {"big"}, 1.0, 0, phase::backward);
+    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
+    g.add_op("b1", {"gm", "a1"}, {"g1"}, 1.0, 0, phase::backward);
+    g.add_op("bw", {"g1", "x"}, {"dw"}, 1.0, 0, phase::backward);
+    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    return g;
+}
+
+std::size_t runs_of(const graph& g, const basic_schedule<graph::id_type>& s, const std::string& op) {
+    return static_cast<std::size_t>(
+        std::count_if(s.begin(), s.end(), [&](const auto& st) { return g.op(st.op).name == op; }));
+}
+
+} // namespace
+
+TEST_CASE("remat.recompute.per_use_runs_again_for_each_reader") {
+    const auto g = two_readers();
+    const remat_context<graph> ctx(g);
+    const auto a1 = *g.find_tensor("a1");
+    REQUIRE(ctx.droppable(a1));
+
+    auto once = ctx.keep_all();
+    once.keep[a1] = 0;
+    const auto s_once = ctx.schedule_of(once);
+    CHECK(runs_of(g, s_once, "f1") == 2); // recomputed once, then kept to b1
+    CHECK(runs_of(g, s_once, "f0") == 2);
+
+    auto per_use = once;
+    per_use.per_use.assign(g.num_tensors(), 0);
+    per_use.per_use[a1] = 1;
+    const auto s_per_use = ctx.schedule_of(per_use);
+    CHECK(runs_of(g, s_per_use, "f1") == 3); // once for b2, once more for b1
+    CHECK(runs_of(g, s_per_use, "f0") == 3); // t0 was made only for a1: it goes too
+    // a1 no longer lives across `mid`: less memory for more compute.
+    CHECK(schedule_lower_bound(g, s_per_use) < schedule_lower_bound(g, s_once));
+    CHECK(schedule_cost(g, s_per_use) > schedule_cost(g, s_once));
+    for (const auto* s : {&s_once, &s_per_use}) {
+        const auto p = make_plan(g, *s, best_heuristic{}).plan;
+        const auto report = check_plan(g, p);
+        CHECK_MESSAGE(report.ok(), (report.ok() ? "" : report.violations.front().message));
+    }
+
+    // A per-use flag on a kept tensor changes nothing.
+    auto kept = ctx.keep_all();
+    kept.per_use.assign(g.num_tensors(), 1);
+    CHECK(ctx.schedule_of(kept).size() == g.num_ops());
+}
+
+TEST_CASE("remat.recompute.choice_sizes_are_checked") {
+    const auto g = two_readers();
+    const remat_context<graph> ctx(g);
+    auto c = ctx.keep_all();
+    c.per_use.assign(3, 1);
+    CHECK_THROWS_WITH_AS(ctx.schedule_of(c), doctest::Contains("two-readers"), memplan::error);
+    c.per_use.clear();
+    c.keep[*g.find_tensor("gm")] = 0; // made by a backward op: cannot be dropped
+    CHECK_THROWS_WITH_AS(ctx.schedule_of(c), doctest::Contains("'gm'"), memplan::error);
+}
+
+TEST_CASE("remat.recompute.updates_follow_every_reader_of_their_parameter") {
+    const auto g = two_readers();
+    const remat_context<graph> ctx(g);
+    const auto& order = ctx.base_order();
+    const auto pos = [&](const std::string& name) {
+        return std::find_if(order.begin(), order.end(), [&](auto o) { return g.op(o).name == name; }) - order.begin();
+    };
+    // bw is a weight gradient (its output feeds only the update): it runs as
+    // soon as g1 exists; the update waits for it.
+    CHECK(pos("bw") < pos("w.update"));
+    CHECK(pos("f0") < pos("w.update"));
+    CHECK(pos("w.update") == static_cast<std::ptrdiff_t>(order.size()) - 1);
+}
