@@ -55,8 +55,8 @@ basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan_rema
 template <class Graph, SolverLike S>
 basic_remat_result<typename Graph::size_type, typename Graph::id_type>
 plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt, const S& solver) {
-    if (name == checkmate<S>::name) return checkmate<S>{solver}.plan(g, opt);
-    if (name == auto_remat::name) return basic_auto_remat<checkmate<S>>{checkmate<S>{solver}}.plan(g, opt);
+    if (name == checkmate<S>::name) return checkmate<S>{{}, solver}.plan(g, opt);
+    if (name == auto_remat::name) return basic_auto_remat<checkmate<S>>{{}, checkmate<S>{{}, solver}}.plan(g, opt);
     return plan_remat(name, g, opt);
 }
 
