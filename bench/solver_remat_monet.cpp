@@ -53,26 +53,14 @@ std::vector<std::string> split(const std::string& s) {
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
-/// plan_remat_with(name, g, options, solver) when select.hpp offers it
-/// (found by argument-dependent lookup at instantiation), else plan_remat.
-template <class Graph>
-memplan::remat_result run_planner(std::string_view name, const Graph& g, const memplan::remat_options& o) {
-    const memplan::glpk_solver solver{};
-    if constexpr (requires { plan_remat_with(name, g, o, solver); }) return plan_remat_with(name, g, o, solver);
-    else return memplan::plan_remat(name, g, o);
-}
-
-template <class Graph>
-constexpr bool has_solver_planners() {
-    return requires(std::string_view n, const Graph& g, const memplan::remat_options& o,
-                    const memplan::glpk_solver& s) { plan_remat_with(n, g, o, s); };
+/// Runs the planner called `name`; those that need a solver run on GLPK.
+memplan::remat_result run_planner(std::string_view name, const memplan::graph& g, const memplan::remat_options& o) {
+    return memplan::plan_remat(name, g, o, memplan::glpk_solver::name);
 }
 
 std::vector<std::string> available_planners() {
     std::vector<std::string> v;
     for (auto n : memplan::remat_names()) v.emplace_back(n);
-    if (has_solver_planners<memplan::graph>() && std::find(v.begin(), v.end(), "checkmate") == v.end())
-        v.emplace_back("checkmate");
     return v;
 }
 
@@ -122,13 +110,12 @@ int main(int argc, char** argv) {
                          m.c_str());
             return 2;
         }
-    for (const auto& p : planners)
-        if (std::find(available.begin(), available.end(), p) == available.end()) {
-            std::string all;
-            for (const auto& n : available) all += (all.empty() ? "" : ", ") + n;
-            std::fprintf(stderr, "unknown planner '%s' (available: %s)\n", p.c_str(), all.c_str());
-            return 2;
-        }
+    try {
+        for (const auto& p : planners) memplan::find_remat_planner(p); // one message for an unknown name
+    } catch (const memplan::error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 2;
+    }
 
     std::printf("## Rematerialization at MONeT's memory budgets\n\n"
                 "budget = store-all arena / MONeT's memory factor; overhead = cost / store-all cost - 1; time limit "

@@ -307,7 +307,9 @@ TEST_CASE("alloc.registry.names_and_unknown_name") {
     for (std::size_t i = 0; i < names.size(); ++i) CHECK(table[i].name == names[i]);
     const auto msg = message_of([] { allocate("first_fit", chain()); });
     CHECK(msg == "[memplan.alloc] unknown allocator 'first_fit'; expected one of: no_reuse, greedy_by_size, "
-                 "greedy_by_lifetime, online_best_fit, best_heuristic");
+                 "greedy_by_lifetime, online_best_fit, best_heuristic, auto, exact, milp");
+    CHECK(find_allocator("milp").needs_solver);
+    CHECK(!find_allocator("auto").needs_solver);
     CHECK(allocate("greedy_by_size", chain()).height == 74);
 }
 

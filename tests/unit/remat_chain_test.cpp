@@ -200,7 +200,7 @@ void check_chain_plans(const graph& g, const remat_result& base) {
         o.budget = std::max<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(base.arena()) * frac), 1);
         o.time_limit_seconds = 2;
         const auto r = chain_dp{}.plan(g, o);
-        CHECK(r.planner == "chain");
+        CHECK(r.planner == "chain_dp");
         if (has_solution(r.status)) {
             CHECK(r.arena() <= o.budget);
             CHECK(r.overhead() >= -1e-9); // default variants: never cheaper than store-all

@@ -18,13 +18,16 @@ class error : public std::runtime_error {
 public:
     error(std::string_view category, const std::string& message)
         : std::runtime_error("[memplan." + std::string(category) + "] " + message),
-          category_(category) {}
+          category_(category), message_(message) {}
 
     /// The category: "graph", "schedule", "plan", "io", "alloc", "cli", ...
     const std::string& category() const noexcept { return category_; }
+    /// The message without the "[memplan.<category>] " prefix.
+    const std::string& message() const noexcept { return message_; }
 
 private:
     std::string category_;
+    std::string message_;
 };
 
 } // namespace memplan

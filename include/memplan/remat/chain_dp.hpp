@@ -391,7 +391,7 @@ struct graph_chain {
 /// Rotor's optimal chain checkpointing, with the memory limit of its dynamic
 /// program searched so that the placed arena fits the budget.
 struct chain_dp : remat_planner<chain_dp> {
-    static constexpr std::string_view name = "chain";
+    static constexpr std::string_view name = "chain_dp";
     std::size_t slots = 500; ///< memory discretisation of the dynamic program
 
     using remat_planner<chain_dp>::plan; ///< plan(graph, options)

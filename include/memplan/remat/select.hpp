@@ -1,10 +1,12 @@
-// Rematerialization planners by name, for the command line and benches:
-// `remat_names()` lists them; `plan_remat(name, g, options)` runs one.
-// `checkmate` needs a MILP solver: `plan_remat_with(name, g, options, solver)`
-// runs any planner, passing the solver to those that take one.
+// Rematerialization planners by name, for the command line and benches: one
+// registry table (core/registry.hpp). `checkmate` needs a MILP solver: by
+// name it runs on the backend `solver` names (solver/select.hpp), and `auto`
+// then includes it as a member; by type, `plan_remat_with(name, g, options,
+// solver)` passes a backend object.
 #pragma once
 
 #include <memplan/core/error.hpp>
+#include <memplan/core/registry.hpp>
 #include <memplan/remat/chain_dp.hpp>
 #include <memplan/remat/checkmate.hpp>
 #include <memplan/remat/chen.hpp>
@@ -12,52 +14,102 @@
 #include <memplan/remat/portfolio.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/remat/store_all.hpp>
+#include <memplan/solver/select.hpp>
 #include <memplan/solver/solver.hpp>
 
 #include <array>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace memplan {
 
-namespace detail {
-inline constexpr std::array<std::string_view, 7> remat_name_list{"auto", "joint", "checkmate", "chain",
-                                                                 "chen_greedy", "sqrt_n", "store_all"};
+template <class Graph>
+using remat_result_of = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
 
-[[noreturn]] inline void unknown_remat(std::string_view name) {
-    std::string all;
-    for (auto n : remat_name_list) all += (all.empty() ? "" : ", ") + std::string(n);
-    throw error("remat", "unknown planner '" + std::string(name) + "' (choose one of: " + all + ")");
+/// Runs `checkmate` on backend `solver`, and `auto` with it as a member; any
+/// other name as `plan_remat` does.
+template <class Graph, SolverLike S>
+remat_result_of<Graph> plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt,
+                                       const S& solver);
+
+/// A row runs its planner on a graph; `solver` names the backend for the
+/// rows that need one (empty: the default; ignored by the others).
+template <class Graph>
+using remat_entry = registry_entry<remat_result_of<Graph> (*)(const Graph&, const remat_options&, std::string_view)>;
+
+namespace detail {
+
+template <class P, class Graph>
+constexpr remat_entry<Graph> remat_row(std::string_view description) {
+    return {P::name, description, false,
+            [](const Graph& g, const remat_options& o, std::string_view) { return P{}.plan(g, o); }};
 }
+
 } // namespace detail
 
-/// The planner names `plan_remat_with` accepts; the first is the default.
-inline std::span<const std::string_view> remat_names() noexcept { return detail::remat_name_list; }
-
-/// Runs the planner called `name` (any but `checkmate`, which needs a
-/// solver). Throws `memplan::error` for an unknown name.
+/// Every rematerialization planner selectable by name; the first is the
+/// default. `auto` takes the Checkmate MILP as a member when a backend is
+/// compiled in.
 template <class Graph>
-basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan_remat(std::string_view name, const Graph& g,
-                                                                                  const remat_options& opt) {
-    if (name == auto_remat::name) return auto_remat{}.plan(g, opt);
-    if (name == joint::name) return joint{}.plan(g, opt);
-    if (name == chain_dp::name) return chain_dp{}.plan(g, opt);
-    if (name == chen_greedy::name) return chen_greedy{}.plan(g, opt);
-    if (name == sqrt_n::name) return sqrt_n{}.plan(g, opt);
-    if (name == store_all::name) return store_all{}.plan(g, opt);
-    if (name == "checkmate")
-        throw error("remat", "planner 'checkmate' needs a MILP solver (build with GLPK or CBC and pass --solver)");
-    detail::unknown_remat(name);
+std::span<const remat_entry<Graph>> remat_registry() {
+    static constexpr std::array<remat_entry<Graph>, 7> table{
+        remat_entry<Graph>{auto_remat::name,
+                           "portfolio of the planners below (with checkmate on small graphs when a solver is "
+                           "compiled in); the cheapest plan that fits wins (default)",
+                           false,
+                           [](const Graph& g, const remat_options& o, std::string_view solver) {
+                               if (solver_backends().empty()) return auto_remat{}.plan(g, o);
+                               return with_solver<remat_result_of<Graph>>(solver, [&](const auto& s) {
+                                   return plan_remat_with(auto_remat::name, g, o, s);
+                               });
+                           }},
+        detail::remat_row<joint, Graph>("checkpointing jointly with each op's variant (descent on keep sets)"),
+        remat_entry<Graph>{"checkmate", "Checkmate's MILP (exact on small graphs, LP relaxation and rounding above)",
+                           true,
+                           [](const Graph& g, const remat_options& o, std::string_view solver) {
+                               return with_solver<remat_result_of<Graph>>(solver, [&](const auto& s) {
+                                   return plan_remat_with("checkmate", g, o, s);
+                               });
+                           }},
+        detail::remat_row<chain_dp, Graph>("Rotor's optimal dynamic program over the chain of segments"),
+        detail::remat_row<chen_greedy, Graph>("Chen et al.'s greedy checkpoints for the budget"),
+        detail::remat_row<sqrt_n, Graph>("Chen et al.'s sqrt(n) checkpoints"),
+        detail::remat_row<store_all, Graph>("keep every forward tensor (no recomputation)"),
+    };
+    return table;
 }
 
-/// Runs the planner called `name`, with `solver` for those that take one.
+/// The planner names, the default first.
+inline std::vector<std::string_view> remat_names() {
+    std::vector<std::string_view> v;
+    for (const auto& e : remat_registry<graph>()) v.push_back(e.name);
+    return v;
+}
+
+/// The registry row called `name`; throws `memplan::error("remat")` naming
+/// the unknown planner and listing the known ones.
+template <class Graph = graph>
+const remat_entry<Graph>& find_remat_planner(std::string_view name) {
+    return registry_lookup<typename remat_entry<Graph>::run_type>(remat_registry<Graph>(), "remat", "planner", name);
+}
+
+/// Runs the planner called `name`; those that need a MILP solver run on the
+/// backend `solver` names (throws when none is compiled in).
+template <class Graph>
+remat_result_of<Graph> plan_remat(std::string_view name, const Graph& g, const remat_options& opt,
+                                  std::string_view solver = {}) {
+    return find_remat_planner<Graph>(name).run(g, opt, solver);
+}
+
 template <class Graph, SolverLike S>
-basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt, const S& solver) {
+remat_result_of<Graph> plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt,
+                                       const S& solver) {
     if (name == checkmate<S>::name) return checkmate<S>{{}, solver}.plan(g, opt);
     if (name == auto_remat::name) return basic_auto_remat<checkmate<S>>{{}, checkmate<S>{{}, solver}}.plan(g, opt);
-    return plan_remat(name, g, opt);
+    const auto& e = find_remat_planner<Graph>(name);
+    return e.run(g, opt, {});
 }
 
 } // namespace memplan

@@ -1,49 +1,94 @@
 // Choosing an allocation policy by name at run time (the command line's
-// --allocator). The registry is a table of (name, function) entries built from
-// AllocatorLike types, so adding a policy is one line; other headers (exact or
-// MILP allocators) can build a larger table and look names up in it with
-// `allocate_with`.
+// --alloc, benches): one registry table of AllocatorLike policies, each row
+// {name, what it is, needs a solver, how to run it}. Adding a policy is one
+// row. Code that knows its policy uses the type (`greedy_by_size{}`).
 #pragma once
 
 #include <memplan/core/error.hpp>
+#include <memplan/core/registry.hpp>
+#include <memplan/plan/alloc/auto.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/alloc/exact.hpp>
 #include <memplan/plan/alloc/greedy.hpp>
+#include <memplan/plan/alloc/milp.hpp>
 #include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/solver/select.hpp>
 
-#include <algorithm>
 #include <array>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace memplan {
 
-/// One registered allocation policy.
-template <class Size = std::uint64_t>
-struct allocator_entry {
-    std::string_view name;
-    basic_alloc_result<Size> (*place)(const basic_alloc_problem<Size>&);
+/// What the searching allocators of the registry take; the heuristics
+/// ignore it.
+struct allocator_settings {
+    double time_limit_seconds = 10; ///< auto, exact, milp
+    std::string solver;             ///< milp: the backend (solver/select.hpp); empty: the default
+    std::function<void(const exact_progress&)> on_progress; ///< auto, exact
 };
 
-/// The registry entry of policy `A` (default-constructed for each call).
-template <class A, class Size = std::uint64_t>
+template <class Size = std::uint64_t>
+using allocator_entry =
+    registry_entry<basic_alloc_result<Size> (*)(const basic_alloc_problem<Size>&, const allocator_settings&)>;
+
+namespace detail {
+
+template <class A, class Size>
     requires AllocatorLike<A, Size>
-constexpr allocator_entry<Size> entry_of() {
-    return {A::name, [](const basic_alloc_problem<Size>& p) { return A{}.place(p); }};
+constexpr allocator_entry<Size> heuristic_entry(std::string_view description) {
+    return {A::name, description, false,
+            [](const basic_alloc_problem<Size>& p, const allocator_settings&) { return A{}.place(p); }};
 }
 
-/// The heuristic allocators, in the order the command line lists them.
+template <class A, class Size>
+constexpr allocator_entry<Size> searching_entry(std::string_view description) {
+    return {A::name, description, false, [](const basic_alloc_problem<Size>& p, const allocator_settings& s) {
+                A a;
+                a.time_limit_seconds = s.time_limit_seconds;
+                a.on_progress = s.on_progress;
+                return a.place(p);
+            }};
+}
+
+template <class Size>
+basic_alloc_result<Size> place_milp(const basic_alloc_problem<Size>& p, const allocator_settings& s) {
+    solve_options o;
+    o.time_limit_seconds = s.time_limit_seconds;
+    return with_solver<basic_alloc_result<Size>>(
+        s.solver, [&](const auto& backend) { return milp_allocator<std::decay_t<decltype(backend)>>{backend, o}.place(p); });
+}
+
+} // namespace detail
+
+/// Every allocator selectable by name: the heuristics first (no time limit),
+/// then the searches. `auto` is the default.
 template <class Size = std::uint64_t>
-std::span<const allocator_entry<Size>> heuristic_allocators() {
-    static constexpr std::array<allocator_entry<Size>, 5> table{
-        entry_of<no_reuse, Size>(),       entry_of<greedy_by_size, Size>(),
-        entry_of<greedy_by_lifetime, Size>(), entry_of<online_best_fit, Size>(),
-        entry_of<best_heuristic, Size>(),
+std::span<const allocator_entry<Size>> allocator_registry() {
+    static constexpr std::array<allocator_entry<Size>, 8> table{
+        detail::heuristic_entry<no_reuse, Size>("every buffer its own range (the sum of all sizes)"),
+        detail::heuristic_entry<greedy_by_size, Size>("largest first, each in the smallest gap (TFLite)"),
+        detail::heuristic_entry<greedy_by_lifetime, Size>("longest-lived first, each in the smallest gap"),
+        detail::heuristic_entry<online_best_fit, Size>("allocate and free in step order, best fit (a caching allocator)"),
+        detail::heuristic_entry<best_heuristic, Size>("the best of the greedy passes and the online simulation"),
+        detail::searching_entry<auto_allocator, Size>(
+            "the best heuristic, then the exact search until the lower bound or the time limit (default)"),
+        detail::searching_entry<exact, Size>("exact search from the best heuristic (MiniMalloc-style, anytime)"),
+        allocator_entry<Size>{"milp", "the offset MILP on a solver backend (OLLA/MODeL's big-M model)", true,
+                              detail::place_milp<Size>},
     };
     return table;
+}
+
+/// The heuristic allocators (no time limit, no solver): the first five rows.
+template <class Size = std::uint64_t>
+std::span<const allocator_entry<Size>> heuristic_allocators() {
+    return allocator_registry<Size>().first(5);
 }
 
 /// Names of the heuristic allocators: no_reuse, greedy_by_size,
@@ -55,49 +100,42 @@ inline std::span<const std::string_view> heuristic_allocator_names() {
     return names;
 }
 
-/// Runs the entry of `table` called `name`. Throws `memplan::error` ("alloc")
-/// naming the unknown allocator and the known ones.
-template <class Size>
-basic_alloc_result<Size> allocate_with(std::span<const allocator_entry<Size>> table, std::string_view name,
-                                       const basic_alloc_problem<Size>& p) {
-    for (const auto& e : table)
-        if (e.name == name) return e.place(p);
-    std::string known;
-    for (const auto& e : table) {
-        if (!known.empty()) known += ", ";
-        known += e.name;
-    }
-    throw error("alloc", "unknown allocator '" + std::string(name) + "'; expected one of: " + known);
+/// The registry row called `name`; throws `memplan::error("alloc")` naming
+/// the unknown allocator and listing the known ones.
+template <class Size = std::uint64_t>
+const allocator_entry<Size>& find_allocator(std::string_view name) {
+    return registry_lookup<typename allocator_entry<Size>::run_type>(allocator_registry<Size>(), "alloc", "allocator",
+                                                                     name);
 }
 
-/// Places `p` with the heuristic allocator called `name` (see
-/// `heuristic_allocator_names`). Throws `memplan::error` for an unknown name.
+/// Places `p` with the allocator called `name`.
 template <class Size>
-basic_alloc_result<Size> allocate(std::string_view name, const basic_alloc_problem<Size>& p) {
-    return allocate_with<Size>(heuristic_allocators<Size>(), name, p);
+basic_alloc_result<Size> allocate(std::string_view name, const basic_alloc_problem<Size>& p,
+                                  const allocator_settings& s = {}) {
+    return find_allocator<Size>(name).run(p, s);
 }
 
-/// An AllocatorLike that forwards to a registry entry chosen at run time.
+/// An AllocatorLike that forwards to the registry row chosen at run time
+/// (checked when it is made).
 template <class Size = std::uint64_t>
 struct named_allocator {
     static constexpr std::string_view name = "named";
-    std::span<const allocator_entry<Size>> table = heuristic_allocators<Size>();
-    std::string_view which;
+    const allocator_entry<Size>* entry = nullptr;
+    allocator_settings settings{};
 
-    basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const { return allocate_with<Size>(table, which, p); }
+    named_allocator(std::string_view which, allocator_settings s = {})
+        : entry(&find_allocator<Size>(which)), settings(std::move(s)) {}
+
+    basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const { return entry->run(p, settings); }
 };
 
-/// `make_plan` with the heuristic allocator called `allocator_name`. Throws
+/// `make_plan` with the allocator called `allocator_name`. Throws
 /// `memplan::error` for an unknown name (before any work) or a malformed schedule.
 template <class Graph>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
 make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
-          plan_options opt = {}) {
-    using size_type = typename Graph::size_type;
-    const auto table = heuristic_allocators<size_type>();
-    if (std::none_of(table.begin(), table.end(), [&](const auto& e) { return e.name == allocator_name; }))
-        allocate_with<size_type>(table, allocator_name, basic_alloc_problem<size_type>{}); // throws the message
-    return make_plan(g, s, named_allocator<size_type>{table, allocator_name}, opt);
+          plan_options opt = {}, const allocator_settings& settings = {}) {
+    return make_plan(g, s, named_allocator<typename Graph::size_type>(allocator_name, settings), opt);
 }
 
 } // namespace memplan

@@ -1,0 +1,133 @@
+// memplan plan: orders the ops, places every buffer in one arena, and checks the plan.
+#include "planners.hpp"
+
+#include <memplan/io/graph_json.hpp>
+#include <memplan/io/plan_json.hpp>
+#include <memplan/remat/budget.hpp>
+#include <memplan/plan/bounds.hpp>
+
+namespace memplan::cli {
+
+namespace {
+
+int run_plan_remat(const parsed_args& a) {
+    for (auto key : {"--alloc", "--order"})
+        if (a.has(key))
+            throw memplan::error("cli", std::string("option ") + key +
+                                            " cannot be combined with --budget (rematerialization planners order and "
+                                            "place the buffers themselves)");
+    const auto budget_spec = memplan::parse_budget("option --budget", a.required("--budget"));
+    const auto name = remat_option_value(a); // checks --remat and --solver
+    const auto solver = a.value_or("--solver", "");
+    memplan::remat_options opt;
+    opt.alignment = a.integer_or("--alignment", default_alignment, 1);
+    opt.time_limit_seconds = time_limit_option_value(a);
+    const auto g = memplan::read_graph_json(a.positional[0]);
+    if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
+
+    const auto base = store_all_checked(g, opt);
+    opt.budget = budget_spec.of(base.arena());
+    opt.on_progress = memplan::cli::remat_progress_printer();
+    const auto r = memplan::plan_remat(name, g, opt, solver);
+    memplan::cli::clear_progress();
+    const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
+    if (fits) check_remat_plan(g, r);
+    const auto output = a.value("--output");
+    if (fits && output) memplan::write_plan_json(*output, g, r.planned.plan); // before any output: a failure is one line
+
+    const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
+    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
+              << "planner:       " << who << "\n"
+              << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
+              << "\n"
+              << "budget:        " << bytes_both(opt.budget) << ", "
+              << percent(ratio(opt.budget, base.arena()), 1) << " of store-all\n"
+              << "store-all:     " << bytes_both(base.arena()) << "\n";
+    if (!fits) {
+        std::cout << "any schedule:  " << bytes_both(r.min_memory)
+                  << (r.min_memory_op.empty() ? "" : " (op '" + r.min_memory_op + "')") << "\n"
+                  << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+        if (output) std::cout << "nothing written\n";
+        std::cout.flush();
+        const std::string reason = r.message.empty() ? "no plan within the budget" : r.message;
+        if (r.status == memplan::status::infeasible) {
+            std::cerr << "memplan: infeasible: " << reason << "\n";
+            return exit_infeasible;
+        }
+        std::cerr << "memplan: no plan: " << reason << "\n";
+        return exit_negative;
+    }
+    const std::size_t recomputed = r.planned.plan.steps.size() >= g.num_ops() ? r.planned.plan.steps.size() - g.num_ops() : 0;
+    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), base.arena()), 1)
+              << " of store-all\n"
+              << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
+              << " vs store-all " << memplan::cli::fixed(r.base_cost, 1) << ")\n"
+              << "steps:         " << r.planned.plan.steps.size() << " (" << recomputed << " recomputed)\n"
+              << "lower bound:   " << bytes_both(r.planned.lower_bound) << "\n"
+              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (output) std::cout << "wrote " << *output << "\n";
+    return exit_ok;
+}
+
+int run_plan(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args,
+                                 {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
+                                  time_limit_option, order_option, {{"--budget"}, true}, remat_option});
+    if (!a) return exit_ok;
+    a->expect_positional(1, 1, "GRAPH.json");
+    if (a->has("--budget")) return run_plan_remat(*a);
+    if (a->has("--remat")) throw memplan::error("cli", "option --remat needs --budget");
+    const auto allocator = allocator_option(*a);
+    const auto order = order_option_value(*a);
+    const auto alignment = a->integer_or("--alignment", default_alignment, 1);
+    const auto g = memplan::read_graph_json(a->positional[0]);
+    if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
+
+    const auto ordered = order_with(order, g, *a, allocator.settings.time_limit_seconds);
+    const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
+    if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
+    const auto default_lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
+    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
+              << " buffers)\n"
+              << "order:         " << order << " (" << memplan::to_string(ordered.status) << "), LB "
+              << bytes_both(ordered.peak) << " vs default order " << bytes_both(default_lb) << ", "
+              << memplan::cli::human_seconds(ordered.seconds) << "\n"
+              << "allocator:     " << allocator.name() << " (" << memplan::to_string(r.status) << "), alignment "
+              << alignment << "\n"
+              << "arena:         " << bytes_both(r.plan.arena_bytes) << "\n"
+              << "lower bound:   " << bytes_both(r.lower_bound) << "\n"
+              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
+              << "planning time: " << memplan::cli::human_seconds(r.seconds + ordered.seconds) << "\n";
+    if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+    return exit_ok;
+}
+
+} // namespace
+
+const command plan_command{
+    "plan",
+    "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
+    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]]",
+    "Orders the ops, places every buffer in one arena, and checks the plan.",
+    "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
+    "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
+    "                          scheduler), ilp (MODeL's formulation; windowed on large graphs)\n"
+    "  --alloc NAME            allocator: auto (default: the best heuristic, then the exact search\n"
+    "                          until the arena meets the lower bound or the time limit), no_reuse,\n"
+    "                          greedy_by_size, greedy_by_lifetime, online_best_fit, best_heuristic,\n"
+    "                          exact, milp (the offset MILP on --solver)\n"
+    "  --solver NAME           MILP backend for milp, --order ilp and MILP-based --remat planners:\n"
+    "                          glpk (default) or cbc\n"
+    "  --time-limit S          seconds for exact, milp, --order ilp and --remat (default 10)\n"
+    "  --alignment N           every offset a multiple of N bytes (default 256)\n"
+    "  --budget BYTES|P%       rematerialization: the arena must fit BYTES (or 7.5GiB, 8GB, ...) or\n"
+    "                          P percent of the store-all arena; the planner chooses what to keep,\n"
+    "                          what to recompute and each op's variant, then orders and places\n"
+    "                          (not with --order/--alloc). Prints the overhead: cost / store-all\n"
+    "                          cost - 1. A budget below what any schedule needs exits 4 with the\n"
+    "                          reason; no plan found in the time limit exits 1\n"
+    "  --remat NAME            rematerialization planner for --budget (default auto; listed below)\n"
+    "Long searches print their progress on stderr when it is a terminal.\n",
+    run_plan, print_planner_lists};
+
+} // namespace memplan::cli

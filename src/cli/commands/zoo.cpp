@@ -1,0 +1,96 @@
+// memplan zoo: builds the training graph of a zoo model (forward, loss, backward, optimizer update).
+#include "common.hpp"
+
+#include <memplan/io/graph_json.hpp>
+#include <memplan/plan/bounds.hpp>
+#include <memplan/zoo/zoo.hpp>
+
+namespace memplan::cli {
+
+namespace {
+
+int run_zoo(const command& c, const std::vector<std::string>& args) {
+    const auto a = parse_or_help(c, args,
+                                 {{{"--output", "-o"}, true}, {{"--list"}, false}, {{"--batch"}, true},
+                                  {{"--image"}, true}, {{"--seq"}, true}, {{"--optimizer"}, true},
+                                  {{"--dtype"}, true}, {{"--device"}, true}});
+    if (!a) return exit_ok;
+    if (a->has("--list")) {
+        a->expect_positional(0, 0, "no model with --list");
+        memplan::cli::text_table t;
+        t.add_row({"model", "batch", "input"});
+        for (auto name : memplan::zoo_names()) {
+            const auto& d = memplan::zoo_default(name);
+            t.add_row({std::string(name), std::to_string(d.batch),
+                       d.seq ? "seq " + std::to_string(d.seq)
+                             : std::to_string(d.height) + "x" + std::to_string(d.width)});
+        }
+        std::cout << t.str();
+        return exit_ok;
+    }
+    a->expect_positional(1, 1, "NAME");
+    const std::string name = a->positional[0];
+    memplan::zoo_default(name); // rejects unknown names with the list
+    memplan::zoo_options o;
+    o.batch = static_cast<std::size_t>(a->integer_or("--batch", 0, 1));
+    o.seq = static_cast<std::size_t>(a->integer_or("--seq", 0, 1));
+    if (const auto image = a->value("--image")) {
+        const auto x = image->find('x');
+        auto number = [&](std::string_view s) {
+            if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string_view::npos || s == "0")
+                throw memplan::error("cli", "--image expects HxW with positive integers, got '" + *image + "'");
+            return static_cast<std::size_t>(std::stoul(std::string(s)));
+        };
+        if (x == std::string::npos)
+            throw memplan::error("cli", "--image expects HxW with positive integers, got '" + *image + "'");
+        o.height = number(std::string_view(*image).substr(0, x));
+        o.width = number(std::string_view(*image).substr(x + 1));
+    }
+    if (const auto v = a->value("--optimizer")) {
+        const auto opt = memplan::parse_optimizer(*v);
+        if (!opt) throw memplan::error("cli", "--optimizer expects sgd or adam, got '" + *v + "'");
+        o.opt = *opt;
+    }
+    if (const auto v = a->value("--dtype")) {
+        const auto dt = memplan::nn::parse_dtype(*v);
+        if (!dt) throw memplan::error("cli", "--dtype expects fp32, fp16 or bf16, got '" + *v + "'");
+        o.dt = *dt;
+    }
+    if (const auto v = a->value("--device")) {
+        const auto dev = memplan::nn::find_device(*v);
+        if (!dev) throw memplan::error("cli", "--device expects v100 or h200, got '" + *v + "'");
+        o.device = *dev;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto net = memplan::zoo_network(name, o);
+    const auto g = memplan::zoo_graph(name, o);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
+    if (const auto out = a->value("--output")) memplan::write_graph_json(*out, g);
+    std::cout << "graph:                 " << g.name() << " (" << g.num_tensors() << " tensors, " << g.num_ops()
+              << " ops)\n"
+              << "parameters:            " << memplan::nn::parameter_count(net) << "\n"
+              << "LB, default schedule:  " << bytes_both(lb) << "\n"
+              << "LB, schedule-free:     " << bytes_both(memplan::schedule_free_lower_bound(g)) << "\n"
+              << "built in:              " << memplan::cli::human_seconds(secs) << "\n";
+    if (const auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+    return exit_ok;
+}
+
+} // namespace
+
+const command zoo_command{
+    "zoo", "memplan zoo NAME [--batch N] [--image HxW] [--seq N] [--optimizer sgd|adam] [--dtype fp32|fp16|bf16]\n"
+       "           [--device v100|h200] [-o GRAPH.json]  |  memplan zoo --list",
+    "Builds the training graph of a zoo model (forward, loss, backward, optimizer update).",
+    "  --batch N            batch size (default: the model's; MONeT's settings for the CNNs)\n"
+    "  --image HxW          input image size (CNNs)\n"
+    "  --seq N              sequence length (transformers)\n"
+    "  --optimizer NAME     sgd (with momentum, default) or adam\n"
+    "  --dtype NAME         fp32 (default), fp16, bf16\n"
+    "  --device NAME        cost profile: v100 (default) or h200\n"
+    "  -o, --output FILE    write the graph (memplan.graph JSON)\n"
+    "  --list               list the models and their defaults\n",
+    run_zoo};
+
+} // namespace memplan::cli

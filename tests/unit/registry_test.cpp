@@ -1,0 +1,112 @@
+// The registries that select policies by name: every row is named as its
+// type, runs what it says, and every family answers an unknown name with the
+// same message listing its choices.
+#include "fixtures.hpp"
+#include "remat_graphs.hpp"
+
+#include <memplan/check/validator.hpp>
+#include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/remat/budget.hpp>
+#include <memplan/remat/select.hpp>
+#include <memplan/schedule/order/select.hpp>
+#include <memplan/solver/select.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <set>
+#include <string>
+
+using namespace memplan;
+
+namespace {
+
+template <class Run>
+void check_table(std::span<const registry_entry<Run>> table) {
+    std::set<std::string_view> names;
+    for (const auto& e : table) {
+        CAPTURE(e.name);
+        CHECK(!e.name.empty());
+        CHECK(!e.description.empty());
+        CHECK(e.run != nullptr);
+        CHECK(names.insert(e.name).second); // unique
+    }
+}
+
+} // namespace
+
+TEST_CASE("registry.rows_are_named_as_their_types") {
+    check_table(allocator_registry());
+    check_table(order_registry<graph>());
+    check_table(remat_registry<graph>());
+    CHECK(find_allocator(greedy_by_size::name).name == "greedy_by_size");
+    CHECK(find_allocator(auto_allocator::name).name == "auto");
+    CHECK(find_order_planner(greedy_order::name).name == "greedy");
+    CHECK(find_remat_planner(chain_dp::name).name == "chain_dp");
+    CHECK(find_remat_planner(auto_remat::name).name == "auto");
+    CHECK(remat_registry<graph>().front().name == "auto"); // the default
+    CHECK(order_registry<graph>().front().name == "default");
+}
+
+TEST_CASE("registry.one_unknown_name_message") {
+    CHECK(testing::message_of([] { find_allocator("fits_all"); }) ==
+          "[memplan.alloc] unknown allocator 'fits_all'; expected one of: " + registry_names(allocator_registry()));
+    CHECK(testing::message_of([] { find_order_planner("random"); }) ==
+          "[memplan.order] unknown ordering planner 'random'; expected one of: default, greedy, ilp");
+    CHECK(testing::message_of([] { find_remat_planner("magic"); }) ==
+          "[memplan.remat] unknown planner 'magic'; expected one of: auto, joint, checkmate, chain_dp, chen_greedy, "
+          "sqrt_n, store_all");
+}
+
+TEST_CASE("registry.rows_run_their_planner") {
+    const graph g = testing::diamond_graph();
+    const auto s = default_schedule(g);
+    for (const auto& e : allocator_registry()) {
+        CAPTURE(e.name);
+        if (e.needs_solver) {
+            // This test binary links no backend: the row says so instead of running.
+            CHECK(solver_backends().empty());
+            CHECK(testing::message_of([&] { make_plan(g, s, e.name); }).find("no MILP solver backend") !=
+                  std::string::npos);
+            continue;
+        }
+        allocator_settings st;
+        st.time_limit_seconds = 1;
+        const auto r = make_plan(g, s, e.name, {}, st);
+        REQUIRE(has_solution(r.status));
+        CHECK(check_plan(g, r.plan).ok());
+    }
+    std::mt19937_64 rng(7);
+    const graph t = testing::random_remat_graph(rng);
+    for (const auto& e : remat_registry<graph>()) {
+        CAPTURE(e.name);
+        remat_options o;
+        o.time_limit_seconds = 1;
+        if (e.needs_solver) {
+            CHECK_THROWS_AS(e.run(t, o, {}), memplan::error);
+            continue;
+        }
+        const auto r = e.run(t, o, {});
+        REQUIRE(has_solution(r.status));
+        CHECK(check_plan(t, r.planned.plan).ok());
+    }
+}
+
+TEST_CASE("registry.solver_by_name_without_backends") {
+    CHECK(solver_backends().empty());
+    CHECK(solver_backend_names() == "none");
+    CHECK(testing::message_of([] { check_solver_name("glpk"); }).find("no MILP solver backend in this build") !=
+          std::string::npos);
+}
+
+TEST_CASE("budget.parse") {
+    CHECK(parse_budget("b", "8000000000").bytes == 8000000000ull);
+    CHECK(parse_budget("b", "7.5GiB").bytes == 8053063680ull);
+    CHECK(parse_budget("b", "8GB").bytes == 8000000000ull);
+    const auto p = parse_budget("b", "40%");
+    REQUIRE(p.percent);
+    CHECK(p.of(1000) == 400);
+    for (const char* bad : {"", "0", "-5", "lots", "5 GiB", "1.5", "0%", "12XB"})
+        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
+                  .find("option --budget: expected bytes") != std::string::npos);
+}
