@@ -28,7 +28,7 @@ void check_table(std::span<const registry_entry<Run>> table) {
         CAPTURE(e.name);
         CHECK(!e.name.empty());
         CHECK(!e.description.empty());
-        CHECK(e.run != nullptr);
+        CHECK(static_cast<bool>(e.run));
         CHECK(names.insert(e.name).second); // unique
     }
 }

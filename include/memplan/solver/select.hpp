@@ -69,7 +69,7 @@ inline std::string_view check_solver_name(std::string_view name) {
 /// Calls `f(backend)` with the backend called `name` (empty: the default)
 /// and returns what it returns (`R`). Throws as `check_solver_name` does.
 template <class R, class F>
-R with_solver(std::string_view name, F&& f) {
+R with_solver(std::string_view name, [[maybe_unused]] F&& f) {
     [[maybe_unused]] const auto chosen = check_solver_name(name);
 #if MEMPLAN_HAS_GLPK
     if (chosen == glpk_solver::name) return std::forward<F>(f)(glpk_solver{});
