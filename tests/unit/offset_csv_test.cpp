@@ -95,7 +95,7 @@ TEST_CASE("io.offset_csv.round_trip_through_a_file") {
 }
 
 TEST_CASE("io.offset_csv.reads_the_shared_minimalloc_instances") {
-    const auto csv = read_offset_csv(MEMPLAN_SHARED_DIR "/data/minimalloc-challenging/C.1048576.csv");
+    const auto csv = read_offset_csv(MEMPLAN_DATA_DIR "/minimalloc-challenging/C.1048576.csv");
     CHECK(csv.ids.size() == 203);
     CHECK(csv.ids[0] == "0");
     CHECK(csv.problem.items[0].begin == 871424);

@@ -1,4 +1,4 @@
-// Ordering planners without a solver: the anchors.md diamond, validity of
+// Ordering planners without a solver: the MODeL/OLLA diamond, validity of
 // every order, the list scheduler's own memory count against liveness, the
 // greedy order against an exhaustive search, the order-independent bound, the
 // MILP model's warm start (feasible and exact) and selection by name.
