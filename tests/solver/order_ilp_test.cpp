@@ -4,7 +4,7 @@
 // feasible order with a bound, and selection by name.
 #include "backends.hpp"
 
-#include "../unit/order_brute_force.hpp"
+#include "support/order_brute_force.hpp"
 
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/schedule/order/ilp_order.hpp>

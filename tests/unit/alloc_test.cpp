@@ -1,7 +1,7 @@
 // The heuristic allocators: hand cases with known heights, property tests on
 // random problems against an independent all-pairs overlap check, and the
 // shared MiniMalloc instances.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/allocators.hpp>

@@ -2,9 +2,9 @@
 // best order found by enumeration or by any planner, exact where the order is
 // forced, and on training graphs at least every activation saved for the
 // backward pass.
-#include "fixtures.hpp"
-#include "order_brute_force.hpp"
-#include "random_graph.hpp"
+#include "support/fixtures.hpp"
+#include "support/order_brute_force.hpp"
+#include "support/random_graph.hpp"
 
 #include <memplan/graph/training.hpp>
 #include <memplan/graph/validate.hpp>

@@ -1,6 +1,6 @@
 // The offset CSV of formats.md §3 and the atomic file writer: round trips,
 // tolerated variations, and every rejection with its message.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/greedy.hpp>

@@ -3,8 +3,8 @@
 // only for forward ops, a budget below what any schedule needs is reported as
 // infeasible with the op that needs it, and on a graph whose keep-less
 // variants are free the planner uses them before recomputing.
-#include "fixtures.hpp"
-#include "remat_graphs.hpp"
+#include "support/fixtures.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/joint.hpp>
