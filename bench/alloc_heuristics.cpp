@@ -57,7 +57,7 @@ const alloc_problem& minimalloc(const std::string& name) {
     static std::map<std::string, alloc_problem> cache;
     auto it = cache.find(name);
     if (it == cache.end()) {
-        auto csv = read_offset_csv(std::string(MEMPLAN_SHARED_DIR "/data/minimalloc-challenging/") + name + ".1048576.csv");
+        auto csv = read_offset_csv(std::string(MEMPLAN_DATA_DIR "/minimalloc-challenging/") + name + ".1048576.csv");
         it = cache.emplace(name, std::move(csv.problem)).first;
     }
     return it->second;

@@ -15,7 +15,7 @@
 // known packing in its offset column). The default run stays under about
 // five minutes even when every instance times out; the full study is
 // --instances=20 --limit=10.
-#include "../tests/unit/perfect_packing.hpp"
+#include "../tests/support/perfect_packing.hpp"
 
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>

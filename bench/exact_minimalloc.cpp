@@ -13,7 +13,7 @@
 namespace {
 
 void bm_exact(benchmark::State& state, const std::string& instance) {
-    auto p = memplan::read_offset_csv(std::string(MEMPLAN_SHARED_DIR) + "/data/minimalloc-challenging/" + instance +
+    auto p = memplan::read_offset_csv(std::string(MEMPLAN_DATA_DIR) + "/minimalloc-challenging/" + instance +
                                       ".1048576.csv")
                  .problem;
     p.capacity = 1048576;

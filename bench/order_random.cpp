@@ -1,7 +1,7 @@
 // Ordering planners on random training-like graphs (no solver): the greedy
 // list scheduler against the listed order, from 100 to 10,000 ops. Counters:
 // ops, the peaks, greedy / listed, and greedy / the order-independent bound.
-#include "../tests/unit/order_brute_force.hpp"
+#include "../tests/support/order_brute_force.hpp"
 
 #include <memplan/schedule/order/default_order.hpp>
 #include <memplan/schedule/order/greedy_order.hpp>

@@ -1,5 +1,5 @@
 // Rematerialization against MONeT's published operating points (Shah et al.,
-// ICLR 2021; anchors.md): for each of its five models at its batch size, the
+// ICLR 2021): for each of its five models at its batch size, the
 // store-all arena, the budget = store-all / MONeT's memory factor, and for
 // every planner select.hpp offers (plus Checkmate on GLPK once
 // `plan_remat_with` exists): status, arena, overhead, time, and whether it
@@ -36,7 +36,7 @@ struct monet_point {
     double max_overhead; ///< MONeT's overhead at that memory, as a fraction
 };
 
-// anchors.md: PyTorch vs MONeT memory and MONeT's GPU-time overhead.
+// MONeT (Shah et al., ICLR 2021), its results table: PyTorch vs MONeT memory and MONeT's GPU-time overhead.
 constexpr monet_point monet_points[] = {
     {"resnet50", "ResNet-50 (184)", 3.02, 0.1195},     {"googlenet", "GoogLeNet (320)", 2.99, 0.1577},
     {"unet", "U-Net (11, 416x608)", 2.86, 0.1151},     {"mobilenet_v2", "MobileNet-V2 (272)", 2.89, 0.0872},

@@ -1,5 +1,5 @@
 # FindGLPK: GLPK ships neither a pkg-config file nor a CMake package, so it is
-# found by its header and library (anchors.md).
+# found by its header and library (GLPK 5.0 as Debian and Ubuntu ship it).
 #
 # Defines GLPK_FOUND, GLPK_VERSION, GLPK_INCLUDE_DIR, GLPK_LIBRARY and the
 # imported target GLPK::GLPK.

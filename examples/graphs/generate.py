@@ -2,7 +2,7 @@
 """Writes the example graphs of examples/graphs/ (memplan.graph version 1).
 
     python3 examples/graphs/generate.py            # diamond, mlp-train, resnet-block-train
-    build/bin/memplan import-csv ../shared/data/minimalloc-challenging/A.1048576.csv \
+    build/bin/memplan import-csv data/minimalloc-challenging/A.1048576.csv \
         --name minimalloc-A -o examples/graphs/minimalloc-A.json
 
 The layout (one tensor or op a line, fixed field order) is the one memplan's
@@ -61,7 +61,7 @@ class Graph:
 
 
 def diamond():
-    # anchors.md: edges A->B 10, B->C 20, B->D 30, D->E 40, E->F 50, C->F 60,
+    # After MODeL/OLLA (Steiner et al., ICML 2023): edges A->B 10, B->C 20, B->D 30, D->E 40, E->F 50, C->F 60,
     # F->G 10, here in MiB. Listed order A B C D E F G peaks at 150 MiB;
     # A B D E C F G at 130 MiB.
     g = Graph("diamond")

@@ -1,10 +1,10 @@
 // The ordering MILP (schedule/order/ilp_order.hpp) and the windowed
-// improvement on every backend: the anchors.md diamond proven at 130, the
+// improvement on every backend: the MODeL/OLLA diamond proven at 130, the
 // exhaustive optimum on small random graphs, a time limit that leaves a
 // feasible order with a bound, and selection by name.
 #include "backends.hpp"
 
-#include "../unit/order_brute_force.hpp"
+#include "support/order_brute_force.hpp"
 
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/schedule/order/ilp_order.hpp>

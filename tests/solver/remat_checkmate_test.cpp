@@ -5,7 +5,7 @@
 // rounding on a zoo network.
 #include "backends.hpp"
 
-#include "../unit/random_graph.hpp"
+#include "support/random_graph.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/checkmate.hpp>

@@ -1,7 +1,7 @@
 // The heuristic allocators: hand cases with known heights, property tests on
 // random problems against an independent all-pairs overlap check, and the
 // shared MiniMalloc instances.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
@@ -314,7 +314,7 @@ TEST_CASE("alloc.registry.names_and_unknown_name") {
 }
 
 TEST_CASE("alloc.registry.make_plan_by_name") {
-    // anchors.md: the diamond in the order A B D E C F G peaks at 130.
+    // The diamond (fixtures.hpp) in the order A B D E C F G peaks at 130.
     const graph g = testing::diamond_graph();
     std::vector<graph::id_type> ids;
     for (auto n : {"A", "B", "D", "E", "C", "F", "G"}) ids.push_back(*g.find_op(n));
@@ -381,7 +381,7 @@ TEST_CASE("alloc.interval_tree.matches_a_brute_force_scan") {
 TEST_CASE("alloc.minimalloc.every_heuristic_on_the_challenging_set") {
     for (const char* name : {"A", "B", "C", "D", "E", "F"}) {
         const auto csv =
-            read_offset_csv(std::string(MEMPLAN_SHARED_DIR "/data/minimalloc-challenging/") + name + ".1048576.csv");
+            read_offset_csv(std::string(MEMPLAN_DATA_DIR "/minimalloc-challenging/") + name + ".1048576.csv");
         const auto& p = csv.problem;
         std::uint64_t by_size = 0;
         for (auto alloc : heuristic_allocator_names()) {
@@ -392,7 +392,7 @@ TEST_CASE("alloc.minimalloc.every_heuristic_on_the_challenging_set") {
             CHECK(r.lower_bound <= 1048576);
             if (alloc == "greedy_by_size") {
                 by_size = r.height;
-                CHECK(r.ratio() < 1.6); // anchors.md: 1.31-1.41 x LB
+                CHECK(r.ratio() < 1.6); // 1.31-1.41 x LB, measured on this project's machines
             }
             if (alloc == "best_heuristic") CHECK(r.height <= by_size);
         }

@@ -2,9 +2,9 @@
 // best order found by enumeration or by any planner, exact where the order is
 // forced, and on training graphs at least every activation saved for the
 // backward pass.
-#include "fixtures.hpp"
-#include "order_brute_force.hpp"
-#include "random_graph.hpp"
+#include "support/fixtures.hpp"
+#include "support/order_brute_force.hpp"
+#include "support/random_graph.hpp"
 
 #include <memplan/graph/training.hpp>
 #include <memplan/graph/validate.hpp>
@@ -143,7 +143,7 @@ TEST_CASE("order.cut_bound.diamond") {
     const auto per_op = certain_live_bytes(g);
     CHECK(per_op == std::vector<std::uint64_t>{10, 60, 80, 70, 90, 120, 10});
     CHECK(any_order_lower_bound(g) == 120);
-    CHECK(any_order_lower_bound(g) <= 130); // anchors.md: the best order peaks at 130
+    CHECK(any_order_lower_bound(g) <= 130); // the best order peaks at 130 (brute force)
     CHECK(memplan::testing::brute_force_best_peak(g) == 130);
 
     // The same with 32-bit sizes and 16-bit ids.

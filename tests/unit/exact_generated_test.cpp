@@ -6,7 +6,7 @@
 //
 // The generators are those of bench/exact_generated.cpp (same code, kept in
 // step by hand: the bench runs the large instances, this the small ones).
-#include "perfect_packing.hpp"
+#include "support/perfect_packing.hpp"
 
 #include <memplan/check/placement.hpp>
 #include <memplan/plan/alloc/exact.hpp>

@@ -70,7 +70,7 @@ void require_valid(const alloc_problem& p, const alloc_result& r, std::uint64_t 
 }
 
 std::string challenging(const std::string& name) {
-    return std::string(MEMPLAN_SHARED_DIR) + "/data/minimalloc-challenging/" + name + ".1048576.csv";
+    return std::string(MEMPLAN_DATA_DIR) + "/minimalloc-challenging/" + name + ".1048576.csv";
 }
 
 } // namespace

@@ -1,5 +1,5 @@
 // Graph construction, validation and the lower bounds on hand-made graphs.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
 

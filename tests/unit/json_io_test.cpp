@@ -60,7 +60,7 @@ std::vector<fs::path> files_in(const fs::path& dir, std::string_view ext) {
 }
 
 const fs::path examples_dir = fs::path(MEMPLAN_SOURCE_DIR) / "examples" / "graphs";
-const fs::path minimalloc_dir = fs::path(MEMPLAN_SHARED_DIR) / "data" / "minimalloc-challenging";
+const fs::path minimalloc_dir = fs::path(MEMPLAN_DATA_DIR) / "minimalloc-challenging";
 
 // A graph that uses every field: persistent tensors, variants, in-place
 // pairs, phases, outputs, awkward names and costs.

@@ -1,6 +1,6 @@
 // The offset CSV of formats.md §3 and the atomic file writer: round trips,
 // tolerated variations, and every rejection with its message.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/greedy.hpp>
@@ -95,7 +95,7 @@ TEST_CASE("io.offset_csv.round_trip_through_a_file") {
 }
 
 TEST_CASE("io.offset_csv.reads_the_shared_minimalloc_instances") {
-    const auto csv = read_offset_csv(MEMPLAN_SHARED_DIR "/data/minimalloc-challenging/C.1048576.csv");
+    const auto csv = read_offset_csv(MEMPLAN_DATA_DIR "/minimalloc-challenging/C.1048576.csv");
     CHECK(csv.ids.size() == 203);
     CHECK(csv.ids[0] == "0");
     CHECK(csv.problem.items[0].begin == 871424);

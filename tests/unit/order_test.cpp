@@ -1,9 +1,9 @@
-// Ordering planners without a solver: the anchors.md diamond, validity of
+// Ordering planners without a solver: the MODeL/OLLA diamond, validity of
 // every order, the list scheduler's own memory count against liveness, the
 // greedy order against an exhaustive search, the order-independent bound, the
 // MILP model's warm start (feasible and exact) and selection by name.
-#include "fixtures.hpp"
-#include "order_brute_force.hpp"
+#include "support/fixtures.hpp"
+#include "support/order_brute_force.hpp"
 
 #include <memplan/schedule/order/default_order.hpp>
 #include <memplan/schedule/order/detail/order_model.hpp>

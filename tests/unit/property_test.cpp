@@ -2,7 +2,7 @@
 // graphs and schedules with recomputation, every allocator's plan passes the
 // independent validator, never beats the lower bound, and no_reuse costs the
 // sum of its (aligned) blocks.
-#include "random_graph.hpp"
+#include "support/random_graph.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>

@@ -1,8 +1,8 @@
 // The registries that select policies by name: every row is named as its
 // type, runs what it says, and every family answers an unknown name with the
 // same message listing its choices.
-#include "fixtures.hpp"
-#include "remat_graphs.hpp"
+#include "support/fixtures.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>

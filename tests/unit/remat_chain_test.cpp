@@ -2,7 +2,7 @@
 // every sequence of segment runs under the same memory model; its sequences
 // keep within the memory they were solved for; and the planner's plans on
 // random and zoo graphs are valid and fit their budget.
-#include "remat_graphs.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/chain_dp.hpp>

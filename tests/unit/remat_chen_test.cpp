@@ -2,7 +2,7 @@
 // points only; sqrt_n and chen_greedy return valid plans that keep within
 // their budget when feasible, never cost less than store-all, and report
 // budgets below what any schedule needs as infeasible, naming the op.
-#include "remat_graphs.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/chen.hpp>

@@ -3,8 +3,8 @@
 // only for forward ops, a budget below what any schedule needs is reported as
 // infeasible with the op that needs it, and on a graph whose keep-less
 // variants are free the planner uses them before recomputing.
-#include "fixtures.hpp"
-#include "remat_graphs.hpp"
+#include "support/fixtures.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/joint.hpp>
@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <random>
 
 using namespace memplan;
@@ -130,6 +131,10 @@ TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
     expect_valid_fit(g, r);
     CHECK(r.strict_overhead() >= 0);
     CHECK(r.cost >= ctx.fastest_cost() - 1e-9);
+    // Close in cost too: within 35 % of every op once at its fastest variant,
+    // a lower bound on any plan's cost. Measured 21.5 % at this limit (30 %
+    // at 2 s); chain_dp and chen_greedy need over 100 % at this budget.
+    CHECK(r.strict_overhead() <= 0.35);
     MESSAGE("resnet18 b16: store-all " << all.arena() << " B, budget " << o.budget << " B, joint " << r.arena()
                                        << " B at overhead " << 100 * r.overhead() << "% (strict "
                                        << 100 * r.strict_overhead() << "%) in " << r.seconds << " s");
@@ -137,19 +142,26 @@ TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
 
 TEST_CASE("remat.auto.is_at_least_as_cheap_as_each_member") {
     std::mt19937_64 rng(17);
+    int compared = 0; // (budget, member) pairs where the member found a plan
     for (int round = 0; round < 8; ++round) {
         const graph g = testing::random_remat_graph(rng);
         const remat_context<graph> ctx(g);
         const auto all = store_all{}.plan(ctx, {});
-        remat_options o;
-        o.budget = all.arena() * 6 / 10;
-        o.time_limit_seconds = 4;
-        const auto a = auto_remat{}.plan(ctx, o);
-        for (const auto& r : {chain_dp{}.plan(ctx, o), sqrt_n{}.plan(ctx, o), chen_greedy{}.plan(ctx, o)}) {
-            if (!has_solution(r.status) || r.arena() > o.budget) continue;
-            REQUIRE(has_solution(a.status));
-            CHECK(a.cost <= r.cost + 1e-9);
+        for (std::uint64_t tenths : {6, 8}) {
+            remat_options o;
+            o.budget = all.arena() * tenths / 10;
+            o.time_limit_seconds = 4;
+            const auto a = auto_remat{}.plan(ctx, o);
+            for (const auto& r : {chain_dp{}.plan(ctx, o), sqrt_n{}.plan(ctx, o), chen_greedy{}.plan(ctx, o)}) {
+                if (!has_solution(r.status) || r.arena() > o.budget) continue;
+                ++compared;
+                REQUIRE(has_solution(a.status));
+                CHECK(a.cost <= r.cost + 1e-9);
+            }
+            if (has_solution(a.status)) expect_valid_fit(g, a);
         }
-        if (has_solution(a.status)) expect_valid_fit(g, a);
     }
+    // Members fit in 27 of the 48 pairs (at 60 % often none does): the
+    // comparison above must have happened, not been skipped throughout.
+    CHECK(compared >= 20);
 }

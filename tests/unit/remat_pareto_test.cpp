@@ -3,7 +3,7 @@
 // and within its budget, the CSV written atomically. A small planner defined
 // here (drop the k largest droppable tensors, smallest k that fits) gives the
 // sweep a real trade-off whatever planners select.hpp has today.
-#include "random_graph.hpp"
+#include "support/random_graph.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/core/error.hpp>

@@ -2,7 +2,7 @@
 // backward from the output, ReLU backward from a 1-bit mask): liveness keeps
 // only what the chosen variant reads, the validator checks exactly that, and
 // the JSON format carries the per-variant inputs.
-#include "fixtures.hpp"
+#include "support/fixtures.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/graph/training.hpp>

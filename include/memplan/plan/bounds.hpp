@@ -1,4 +1,4 @@
-// Lower bounds on the arena (anchors.md, Definitions).
+// Lower bounds on the arena (the load bound of dynamic storage allocation; MiniMalloc, Moffitt, ASPLOS 2023).
 //
 //  - The per-schedule bound: the largest, over steps, of the bytes live at
 //    that step. No placement of those buffers fits in less. An in-place

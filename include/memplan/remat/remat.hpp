@@ -60,7 +60,7 @@ struct basic_remat_result {
     double seconds = 0;
     std::string planner; ///< which planner produced the plan (a portfolio names its member)
 
-    /// Overhead as anchors.md defines it: cost / store-all cost - 1.
+    /// Overhead against store-all with default variants: cost / base_cost - 1.
     double overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
     /// Overhead against store-all run with every op's fastest variant: the
     /// price of recomputation and of slower, leaner variants alone (never

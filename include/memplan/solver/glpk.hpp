@@ -4,7 +4,7 @@
 // `glp_error_hook`, which longjmps back and frees the (thread-local) GLPK
 // environment; the model is validated first so that this path stays a last
 // resort. Presolve stays off so column numbers are stable and the warm start
-// can be handed over in the branch-and-bound callback (anchors.md, "GLPK 5.0
+// can be handed over in the branch-and-bound callback (GLPK 5.0 reference manual, "GLPK 5.0
 // in practice"); the callback also records the best bound, which GLPK does
 // not report after glp_intopt. Pure LPs may go to GLPK's interior-point
 // method (`solve_options::lp_method`), which has no time limit of its own:

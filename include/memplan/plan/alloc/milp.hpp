@@ -4,7 +4,7 @@
 // One offset per live item, one ordering binary per pair of items that
 // overlap in time with a big-M disjunction ("i below j" or "j below i"), and
 // a peak column bounded below by the load lower bound (the tightening that
-// lets GLPK prove optima at all; anchors.md) and above by a greedy height,
+// lets GLPK prove optima at all, measured on this project's machines) and above by a greedy height,
 // which is also handed over as the warm start. Offsets are continuous: with
 // the order fixed the constraints are difference constraints with integral
 // data, whose tightest solution (a longest path) is integral and aligned, so
@@ -316,7 +316,7 @@ struct milp_allocator {
                                                   " is below the lower bound " + detail::size_text(lb) +
                                                   " (bytes live at one time)");
 
-        // Alignment can lift the bound well above the load (anchors.md: the
+        // Alignment can lift the bound well above the load (measured here: the
         // bound on the peak is what lets the search prove anything).
         r.proven_bound = std::max(lb, detail::aligned_lower_bound(p));
         if (decision && r.proven_bound > p.capacity)

@@ -8,7 +8,7 @@
 
 namespace memplan::testing {
 
-/// anchors.md: diamond with edges A->B 10, B->C 20, B->D 30, D->E 40,
+/// The diamond ordering case (after MODeL/OLLA, Steiner et al., ICML 2023): edges A->B 10, B->C 20, B->D 30, D->E 40,
 /// E->F 50, C->F 60, F->G 10 (the tensor on each edge). The listed order
 /// A B C D E F G peaks at 150; A B D E C F G at 130.
 inline graph diamond_graph() {

@@ -20,7 +20,7 @@
 
 namespace memplan::testing {
 
-/// The anchors.md diamond (see fixtures.hpp).
+/// The MODeL/OLLA diamond (see fixtures.hpp).
 inline graph order_diamond() { return diamond_graph(); }
 
 /// A random DAG of `n` ops listed in a topological order.

@@ -1,0 +1,15 @@
+# Checks files a command wrote: each of FILES ('|'-separated) exists, and
+# their contents, concatenated in order, match the regex MATCH.
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" files "${FILES}")
+set(all "")
+foreach(f IN LISTS files)
+  if(NOT EXISTS "${f}")
+    message(FATAL_ERROR "'${f}' was not written")
+  endif()
+  file(READ "${f}" text)
+  string(APPEND all "${text}")
+endforeach()
+if(NOT "${all}" MATCHES "${MATCH}")
+  message(FATAL_ERROR "contents do not match '${MATCH}':\n${all}")
+endif()
