@@ -8,6 +8,7 @@
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/cuda/device.hpp>
+#include <memplan/engine/shapes.hpp>
 #include <memplan/nn/layer.hpp>
 
 #include <cmath>
@@ -114,6 +115,16 @@ tensor_ref need(const kernel_call& c, nn::slot s, const char* what) {
     return r;
 }
 
+/// True for the forward (fwd) of a one-op layer, false for its backward
+/// (bwd); throws naming the op for any other pass.
+bool forward_or_backward(const kernel_call& c) {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: return true;
+    case nn::op_pass::bwd: return false;
+    default: fail(c, "the CUDA backend has no kernel for this op");
+    }
+}
+
 float* fp(const tensor_ref& r) { return r.as<float>(); }
 i64 count(const tensor_ref& r) { return static_cast<i64>(r.numel()); }
 i64 inner_size(const nn::shape& s, std::size_t from) {
@@ -158,20 +169,24 @@ void run(context& x, const nn::linear& l, const kernel_call& c) {
     using nn::slot;
     const auto in = static_cast<i64>(l.in_features), out = static_cast<i64>(l.out_features);
     const auto w = c.slot(slot::param(0));
-    const std::string_view s = c.spec->suffix;
-    if (!w && s != "bwd_weight") need(c, slot::param(0), "the weight");
-    if (s == "fwd") {
+    if (!w && c.pass() != nn::op_pass::bwd_weight) need(c, slot::param(0), "the weight");
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const auto xi = need(c, slot::input(0), "the input");
         const auto y = need(c, slot::output(), "the output");
         const i64 rows = count(xi) / in;
         gemm(x, false, true, rows, out, in, 1.0f, fp(xi), in, fp(w), in, 0.0f, fp(y), out);
         if (l.bias) kernels::add_bias_rows(x.stream, fp(y), fp(need(c, slot::param(1), "the bias")), rows, out);
-    } else if (s == "bwd_data") {
+        break;
+    }
+    case nn::op_pass::bwd_data: {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const auto dx = need(c, slot::grad_input(0), "the input gradient");
         const i64 rows = count(dy) / out;
         gemm(x, false, false, rows, in, out, 1.0f, fp(dy), out, fp(w), in, 0.0f, fp(dx), in);
-    } else if (s == "bwd_weight") {
+        break;
+    }
+    case nn::op_pass::bwd_weight: {
         const auto xi = need(c, slot::input(0), "the input");
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const i64 rows = count(dy) / out;
@@ -179,8 +194,9 @@ void run(context& x, const nn::linear& l, const kernel_call& c) {
              fp(need(c, slot::grad_param(0), "the weight gradient")), in);
         if (l.bias)
             kernels::column_sums(x.stream, fp(dy), fp(need(c, slot::grad_param(1), "the bias gradient")), rows, out);
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
+        break;
+    }
+    default: fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -215,20 +231,27 @@ void describe(context& ctx, conv_setup& d, const nn::shape& xs, const nn::shape&
         cudnnSetConvolutionMathType(d.conv, ctx.opt.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 }
 
-cudnnConvolutionFwdAlgo_t fwd_algo(std::string_view variant) {
-    if (variant == "gemm_im2col") return CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
-    if (variant == "winograd") return CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
-    return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+// engine/cuda/algorithms.hpp's table as cuDNN enums (implicit GEMM for none).
+cudnnConvolutionFwdAlgo_t fwd_algo(nn::impl_kind variant) {
+    switch (variant) {
+    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+    default: return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    }
 }
-cudnnConvolutionBwdDataAlgo_t bwd_data_algo(std::string_view variant) {
-    if (variant == "gemm_im2col") return CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    if (variant == "winograd") return CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
-    return CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+cudnnConvolutionBwdDataAlgo_t bwd_data_algo(nn::impl_kind variant) {
+    switch (variant) {
+    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+    default: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    }
 }
-cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo(std::string_view variant) {
-    if (variant == "gemm_im2col") return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    if (variant == "winograd") return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
-    return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo(nn::impl_kind variant) {
+    switch (variant) {
+    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+    default: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+    }
 }
 
 /// The workspace of the variant's algorithm; NOT_SUPPORTED falls back to the
@@ -253,7 +276,7 @@ Algo choose(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Quer
             fail(c, std::string("cuDNN has no workspace size for its algorithm: ") + cudnnGetErrorString(st));
     }
     if (bytes > c.workspace_bytes)
-        fail(c, "cuDNN's algorithm for variant '" + std::string(c.variant.empty() ? "implicit_gemm" : c.variant) +
+        fail(c, "cuDNN's algorithm for variant '" + std::string(c.variant == nn::impl_kind::none ? "implicit_gemm" : nn::to_string(c.variant)) +
                     "' needs a workspace of " + std::to_string(bytes) + " bytes, the plan gives " +
                     std::to_string(c.workspace_bytes));
     return algo;
@@ -291,7 +314,7 @@ void run_conv(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Qu
 /// x -> y forward, dy -> dx backward-data, (x, dy) -> dw backward-filter of one
 /// convolution described by `d`; `x`, `y` are the convolution's own sides.
 /// Overwrites `out` (beta 0), as the CPU backend does.
-void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass pass, std::string_view variant,
+void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass pass, nn::impl_kind variant,
                    const float* in_x, const float* in_w, const float* in_dy, float* out) {
     const float one = 1.0f, zero = 0.0f;
     if (pass == conv_pass::forward) {
@@ -332,9 +355,10 @@ void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass 
 
 void run(context& ctx, const nn::conv2d& l, const kernel_call& c) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    if (sfx != "fwd" && sfx != "bwd_data" && sfx != "bwd_filter") fail(c, "the CUDA backend has no kernel for this op");
-    const conv_pass pass = pass_of(sfx);
+    const nn::op_pass p = c.pass();
+    if (p != nn::op_pass::fwd && p != nn::op_pass::bwd_data && p != nn::op_pass::bwd_filter)
+        fail(c, "the CUDA backend has no kernel for this op");
+    const conv_pass pass = pass_of(p);
     conv_setup d;
     auto e = [](std::uint64_t v) { return static_cast<i64>(v); };
     describe(ctx, d, c.node_inputs[0].shape, c.node_output->shape, e(l.kernel_h), e(l.kernel_w), e(l.pad_h),
@@ -366,29 +390,30 @@ void run(context& ctx, const nn::conv2d& l, const kernel_call& c) {
 /// backward-data = its forward, filter (C_in, C_out, k, k) as cuDNN's (K, C, r, s).
 void run(context& ctx, const nn::conv_transpose2d& l, const kernel_call& c) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    if (sfx != "fwd" && sfx != "bwd_data" && sfx != "bwd_filter") fail(c, "the CUDA backend has no kernel for this op");
+    const nn::op_pass p = c.pass();
+    if (p != nn::op_pass::fwd && p != nn::op_pass::bwd_data && p != nn::op_pass::bwd_filter)
+        fail(c, "the CUDA backend has no kernel for this op");
     conv_setup d;
-    const auto k = static_cast<i64>(l.kernel), s = static_cast<i64>(l.stride), p = static_cast<i64>(l.padding);
+    const auto k = static_cast<i64>(l.kernel), s = static_cast<i64>(l.stride), pad = static_cast<i64>(l.padding);
     // The equivalent convolution: its x is our output side, its y our input side.
-    describe(ctx, d, c.node_output->shape, c.node_inputs[0].shape, k, k, p, p, s, s, 1, 1, 1);
+    describe(ctx, d, c.node_output->shape, c.node_inputs[0].shape, k, k, pad, pad, s, s, 1, 1, 1);
     tensor_desc out_bias;
     set4d(out_bias, 1, static_cast<i64>(l.out_channels), 1, 1);
     const float one = 1.0f, zero = 0.0f;
-    if (sfx == "fwd") {
+    if (p == nn::op_pass::fwd) {
         const auto y = need(c, slot::output(), "the output");
-        conv_pass_run(ctx, c, d, conv_pass::backward_data, "", nullptr, fp(need(c, slot::param(0), "the filter")),
+        conv_pass_run(ctx, c, d, conv_pass::backward_data, nn::impl_kind::none, nullptr, fp(need(c, slot::param(0), "the filter")),
                       fp(need(c, slot::input(0), "the input")), fp(y));
         if (l.bias)
             MEMPLAN_CUDA_CHECK(cudnnAddTensor(ctx.dnn, &one, out_bias, fp(need(c, slot::param(1), "the bias")), &one,
                                               d.x, fp(y)));
-    } else if (sfx == "bwd_data") {
-        conv_pass_run(ctx, c, d, conv_pass::forward, "", fp(need(c, slot::grad_output(), "the output gradient")),
+    } else if (p == nn::op_pass::bwd_data) {
+        conv_pass_run(ctx, c, d, conv_pass::forward, nn::impl_kind::none, fp(need(c, slot::grad_output(), "the output gradient")),
                       fp(need(c, slot::param(0), "the filter")), nullptr,
                       fp(need(c, slot::grad_input(0), "the input gradient")));
     } else {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
-        conv_pass_run(ctx, c, d, conv_pass::backward_filter, "", fp(dy), nullptr, fp(need(c, slot::input(0), "the input")),
+        conv_pass_run(ctx, c, d, conv_pass::backward_filter, nn::impl_kind::none, fp(dy), nullptr, fp(need(c, slot::input(0), "the input")),
                       fp(need(c, slot::grad_param(0), "the filter gradient")));
         if (l.bias)
             MEMPLAN_CUDA_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &one, d.x, fp(dy), &zero, out_bias,
@@ -414,7 +439,7 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
     tensor_desc data, param;
     set4d(data, N, C, S, 1);
     set4d(param, 1, C, 1, 1);
-    if (c.spec->suffix == "fwd") {
+    if (forward_or_backward(c)) {
         float* rm = c.recompute ? nullptr : fp(need(c, slot::state(0), "the running mean"));
         float* rv = c.recompute ? nullptr : fp(need(c, slot::state(1), "the running variance"));
         const float* in = fp(need(c, slot::input(0), "the input"));
@@ -426,8 +451,8 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
                                                                       stats, stats + C));
         else
             kernels::batch_norm_forward(x.stream, in, y, G, B, stats, rm, rv, N, C, S, l.eps);
-    } else if (c.spec->suffix == "bwd") {
-        const bool from_output = c.variant == "from_output" || (c.variant.empty() && !c.slot(slot::input(0)));
+    } else {
+        const bool from_output = reads_output(c);
         const float* src = from_output ? fp(need(c, slot::output(), "the output")) : fp(need(c, slot::input(0), "the input"));
         const float* B = from_output ? fp(need(c, slot::param(1), "beta")) : nullptr;
         const auto dx = c.slot(slot::grad_input(0));
@@ -441,8 +466,6 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
         else
             kernels::batch_norm_backward(x.stream, dy, src, from_output, G, B, stats, dx ? fp(dx) : nullptr, dg, db, N,
                                          C, S);
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -454,16 +477,14 @@ void run(context& x, const nn::layer_norm& l, const kernel_call& c) {
     float* stats = fp(need(c, slot::internal(0), "the saved statistics"));
     const auto in = need(c, slot::input(0), "the input");
     const i64 R = count(in) / F;
-    if (c.spec->suffix == "fwd") {
+    if (forward_or_backward(c)) {
         kernels::layer_norm_forward(x.stream, fp(in), fp(need(c, slot::output(), "the output")), G,
                                     fp(need(c, slot::param(1), "beta")), stats, R, F, l.eps);
-    } else if (c.spec->suffix == "bwd") {
+    } else {
         const auto dx = c.slot(slot::grad_input(0));
         kernels::layer_norm_backward(x.stream, fp(in), fp(need(c, slot::grad_output(), "the output gradient")), G,
                                      stats, dx ? fp(dx) : nullptr, fp(need(c, slot::grad_param(0), "the gamma gradient")),
                                      fp(need(c, slot::grad_param(1), "the beta gradient")), R, F);
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -473,23 +494,21 @@ void run(context& x, const nn::layer_norm& l, const kernel_call& c) {
 void run(context& x, const nn::relu& l, const kernel_call& c) {
     using nn::slot;
     const float cap = static_cast<float>(l.cap);
-    if (c.spec->suffix == "fwd") {
+    if (forward_or_backward(c)) {
         const auto in = need(c, slot::input(0), "the input");
         const auto m = c.slot(slot::internal(0));
         kernels::relu_forward(x.stream, fp(in), fp(need(c, slot::output(), "the output")),
                               m ? m.as<std::uint8_t>() : nullptr, count(in), cap);
-    } else if (c.spec->suffix == "bwd") {
+    } else {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         float* dx = fp(need(c, slot::grad_input(0), "the input gradient"));
-        if (c.variant == "from_mask" || (c.variant.empty() && c.slot(slot::internal(0)))) {
+        if (reads_mask(c)) {
             kernels::relu_backward_mask(x.stream, fp(dy), need(c, slot::internal(0), "the mask").as<const std::uint8_t>(),
                                         dx, count(dy));
         } else {
             const auto s = c.slot(slot::output()) ? c.slot(slot::output()) : need(c, slot::input(0), "the input");
             kernels::relu_backward_value(x.stream, fp(dy), fp(s), dx, count(dy), cap);
         }
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -497,13 +516,11 @@ void run(context& x, const nn::relu& l, const kernel_call& c) {
 void run(context& x, const nn::gelu&, const kernel_call& c) {
     using nn::slot;
     const auto in = need(c, slot::input(0), "the input");
-    if (c.spec->suffix == "fwd")
+    if (forward_or_backward(c))
         kernels::gelu_forward(x.stream, fp(in), fp(need(c, slot::output(), "the output")), count(in));
-    else if (c.spec->suffix == "bwd")
+    else
         kernels::gelu_backward(x.stream, fp(in), fp(need(c, slot::grad_output(), "the output gradient")),
                                fp(need(c, slot::grad_input(0), "the input gradient")), count(in));
-    else
-        fail(c, "the CUDA backend has no kernel for this op");
     launched(c);
 }
 
@@ -520,8 +537,7 @@ kernels::pool_geometry pool_shape(const kernel_call& c, i64 k, i64 s, i64 p) {
 /// (x or dx, y or dy) of a pool pass.
 std::pair<float*, float*> pool_refs(const kernel_call& c, bool& forward) {
     using nn::slot;
-    forward = c.spec->suffix == "fwd";
-    if (!forward && c.spec->suffix != "bwd") fail(c, "the CUDA backend has no kernel for this op");
+    forward = forward_or_backward(c);
     return forward ? std::pair{fp(need(c, slot::input(0), "the input")), fp(need(c, slot::output(), "the output"))}
                    : std::pair{fp(need(c, slot::grad_input(0), "the input gradient")),
                                fp(need(c, slot::grad_output(), "the output gradient"))};
@@ -563,7 +579,7 @@ void run(context& x, const nn::global_avg_pool&, const kernel_call& c) {
 
 void run(context& x, const nn::add&, const kernel_call& c) {
     using nn::slot;
-    if (c.spec->suffix != "fwd") fail(c, "the CUDA backend has no kernel for this op");
+    if (c.pass() != nn::op_pass::fwd) fail(c, "the CUDA backend has no kernel for this op");
     const auto a = need(c, slot::input(0), "input 0");
     kernels::add(x.stream, fp(a), fp(need(c, slot::input(1), "input 1")), fp(need(c, slot::output(), "the output")),
                  count(a));
@@ -572,8 +588,7 @@ void run(context& x, const nn::add&, const kernel_call& c) {
 
 void run(context& x, const nn::concat& l, const kernel_call& c) {
     using nn::slot;
-    const bool forward = c.spec->suffix == "fwd";
-    if (!forward && c.spec->suffix != "bwd") fail(c, "the CUDA backend has no kernel for this op");
+    const bool forward = forward_or_backward(c);
     const auto whole = forward ? need(c, slot::output(), "the output") : need(c, slot::grad_output(), "the output gradient");
     const auto& shape = c.node_output->shape;
     i64 outer = 1;
@@ -611,19 +626,17 @@ void run(context& x, const nn::dropout& l, const kernel_call& c) {
     using nn::slot;
     auto* mask = need(c, slot::internal(0), "the keep-mask").as<std::uint8_t>();
     const float scale = 1.0f / (1.0f - static_cast<float>(l.p));
-    if (c.spec->suffix == "fwd") {
+    if (forward_or_backward(c)) {
         const auto in = need(c, slot::input(0), "the input");
         // The CPU backend's seed: the same masks on both devices.
         const std::uint64_t seed = std::hash<std::string>{}(c.node->name) ^ (c.iteration * 0x9E3779B97F4A7C15ull);
         const auto threshold = static_cast<std::uint64_t>(l.p * 18446744073709551616.0);
         kernels::dropout_forward(x.stream, fp(in), fp(need(c, slot::output(), "the output")), mask, count(in), seed,
                                  threshold, scale);
-    } else if (c.spec->suffix == "bwd") {
+    } else {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         kernels::dropout_backward(x.stream, fp(dy), mask, fp(need(c, slot::grad_input(0), "the input gradient")),
                                   count(dy), scale);
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -634,15 +647,18 @@ void run(context& x, const nn::embedding& l, const kernel_call& c) {
     using nn::slot;
     const auto D = static_cast<i64>(l.dim), V = static_cast<i64>(l.num_embeddings);
     const auto ids = need(c, slot::input(0), "the token ids");
-    if (c.spec->suffix == "fwd")
+    switch (c.pass()) {
+    case nn::op_pass::fwd:
         kernels::embedding_forward(x.stream, ids.as<const std::int64_t>(), fp(need(c, slot::param(0), "the table")),
                                    fp(need(c, slot::output(), "the output")), count(ids), D, V);
-    else if (c.spec->suffix == "bwd_weight")
+        break;
+    case nn::op_pass::bwd_weight:
         kernels::embedding_backward(x.stream, ids.as<const std::int64_t>(),
                                     fp(need(c, slot::grad_output(), "the output gradient")),
                                     fp(need(c, slot::grad_param(0), "the table gradient")), count(ids), D, V);
-    else
-        fail(c, "the CUDA backend has no kernel for this op");
+        break;
+    default: fail(c, "the CUDA backend has no kernel for this op");
+    }
     launched(c);
     check_indices(x, c, "token id", V);
 }
@@ -651,15 +667,18 @@ void run(context& x, const nn::position_embedding& l, const kernel_call& c) {
     using nn::slot;
     const auto D = static_cast<i64>(l.dim), P = static_cast<i64>(l.max_positions);
     const i64 N = static_cast<i64>(c.node_output->shape[0]), S = static_cast<i64>(c.node_output->shape[1]);
-    if (c.spec->suffix == "fwd")
+    switch (c.pass()) {
+    case nn::op_pass::fwd:
         kernels::position_forward(x.stream, fp(need(c, slot::input(0), "the input")),
                                   fp(need(c, slot::param(0), "the table")), fp(need(c, slot::output(), "the output")),
                                   N, S * D);
-    else if (c.spec->suffix == "bwd_weight")
+        break;
+    case nn::op_pass::bwd_weight:
         kernels::position_backward(x.stream, fp(need(c, slot::grad_output(), "the output gradient")),
                                    fp(need(c, slot::grad_param(0), "the table gradient")), N, S * D, P * D);
-    else
-        fail(c, "the CUDA backend has no kernel for this op");
+        break;
+    default: fail(c, "the CUDA backend has no kernel for this op");
+    }
     launched(c);
 }
 
@@ -680,9 +699,9 @@ void run(context& x, const nn::attention& l, const kernel_call& c) {
     const i64 off_k = packed ? D : 0, off_v = packed ? 2 * D : 0;
     const slot s_scores = slot::internal(0), s_probs = slot::internal(1), s_dprobs = slot::internal(2),
                s_dscores = slot::internal(3);
-    const std::string_view sfx = c.spec->suffix;
     // Per batch item, one strided-batched GEMM over the H heads (column blocks dh apart).
-    if (sfx == "scores") {
+    switch (c.pass()) {
+    case nn::op_pass::scores: {
         const float* Q = fp(need(c, sq, "Q"));
         const float* K = fp(need(c, sk, "K"));
         float* Sc = fp(need(c, s_scores, "the scores"));
@@ -690,17 +709,23 @@ void run(context& x, const nn::attention& l, const kernel_call& c) {
             gemm_batched(x, false, true, Sq, Sk, dh, scale, Q + n * Sq * ld, ld, dh, K + n * Sk * ld + off_k, ld, dh,
                          0.0f, Sc + n * H * plane, Sk, plane, H);
         if (l.causal) kernels::causal_mask(x.stream, Sc, N * H, Sq, Sk);
-    } else if (sfx == "softmax") {
+        break;
+    }
+    case nn::op_pass::softmax: {
         kernels::softmax_rows(x.stream, fp(need(c, s_scores, "the scores")), fp(need(c, s_probs, "the probabilities")),
                               N * H * Sq, Sk);
-    } else if (sfx == "context") {
+        break;
+    }
+    case nn::op_pass::context: {
         const float* P = fp(need(c, s_probs, "the probabilities"));
         const float* V = fp(need(c, sv, "V"));
         float* Y = fp(need(c, slot::output(), "the output"));
         for (i64 n = 0; n < N; ++n)
             gemm_batched(x, false, false, Sq, dh, Sk, 1.0f, P + n * H * plane, Sk, plane, V + n * Sk * ld + off_v, ld, dh,
                          0.0f, Y + n * Sq * D, D, dh, H);
-    } else if (sfx == "context_bwd") {
+        break;
+    }
+    case nn::op_pass::context_bwd: {
         const float* DY = fp(need(c, slot::grad_output(), "the output gradient"));
         const float* P = fp(need(c, s_probs, "the probabilities"));
         const float* V = fp(need(c, sv, "V"));
@@ -713,11 +738,15 @@ void run(context& x, const nn::attention& l, const kernel_call& c) {
                 gemm_batched(x, true, false, Sk, dh, Sq, 1.0f, P + n * H * plane, Sk, plane, DY + n * Sq * D, D, dh, 0.0f,
                              fp(dv) + n * Sk * D, D, dh, H);
         }
-    } else if (sfx == "softmax_bwd") {
+        break;
+    }
+    case nn::op_pass::softmax_bwd: {
         kernels::softmax_rows_backward(x.stream, fp(need(c, s_probs, "the probabilities")),
                                        fp(need(c, s_dprobs, "the probabilities' gradient")),
                                        fp(need(c, s_dscores, "the scores' gradient")), N * H * Sq, Sk);
-    } else if (sfx == "scores_bwd") {
+        break;
+    }
+    case nn::op_pass::scores_bwd: {
         const float* DS = fp(need(c, s_dscores, "the scores' gradient"));
         const float* Q = fp(need(c, sq, "Q"));
         const float* K = fp(need(c, sk, "K"));
@@ -738,8 +767,9 @@ void run(context& x, const nn::attention& l, const kernel_call& c) {
                                                  row, static_cast<std::size_t>(N * Sq), cudaMemcpyDeviceToDevice,
                                                  x.stream));
         }
-    } else {
-        fail(c, "the CUDA backend has no kernel for this op");
+        break;
+    }
+    default: fail(c, "the CUDA backend has no kernel for this op");
     }
     launched(c);
 }
@@ -756,16 +786,15 @@ void run(context& x, const nn::softmax_cross_entropy& l, const kernel_call& c) {
     const auto C = static_cast<i64>(s[axis]);
     const i64 inner = inner_size(s, axis + 1);
     const auto* labels = need(c, slot::input(1), "the labels").as<const std::int64_t>();
-    if (c.spec->suffix == "fwd")
+    const bool forward = forward_or_backward(c);
+    if (forward)
         kernels::softmax_xent_forward(x.stream, fp(need(c, slot::input(0), "the logits")), fp(lp),
                                       fp(need(c, slot::output(), "the loss")), labels, outer, C, inner);
-    else if (c.spec->suffix == "bwd")
+    else
         kernels::softmax_xent_backward(x.stream, fp(lp), labels, fp(need(c, slot::grad_input(0), "the logits gradient")),
                                        outer, C, inner);
-    else
-        fail(c, "the CUDA backend has no kernel for this op");
     launched(c);
-    if (c.spec->suffix == "fwd") check_indices(x, c, "label", C);
+    if (forward) check_indices(x, c, "label", C);
 }
 
 // ----- training-graph ops ----------------------------------------------------------

@@ -291,6 +291,30 @@ TEST_CASE("engine.executor.rejects_a_plan_that_misses_a_buffer") {
     CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, s.g, s.prog, p), doctest::Contains("fc2.y"), memplan::error);
 }
 
+TEST_CASE("engine.executor.rejects_an_unknown_variant_naming_op_and_variant") {
+    // Variant names come from the graph (a file, a profile); the executor
+    // resolves each to its implementation once, when it is built.
+    const setup s(mx::cnn(2));
+    auto g = s.g;
+    graph::id_type relu_bwd = graph::npos;
+    for (graph::id_type o = 0; o < g.num_ops(); ++o)
+        if (g.op(o).variants.size() == 2 && g.op(o).variants[1].name == "from_mask") relu_bwd = o;
+    REQUIRE(relu_bwd != graph::npos);
+    const std::string op_name = g.op(relu_bwd).name;
+    auto sched = default_schedule(g);
+    for (auto& st : sched)
+        if (st.op == relu_bwd) st.variant = 1;
+    const auto p = make_plan(g, sched, best_heuristic{}).plan;
+    CHECK_NOTHROW(cpu_executor(s.m.net, g, s.prog, p));
+
+    g.op_at(relu_bwd).variants[1].name = "from_magic"; // no layer implements it
+    const std::string unknown = "op '" + op_name + "') has variant 'from_magic'";
+    CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, g, s.prog, p), doctest::Contains(unknown.c_str()), memplan::error);
+    g.op_at(relu_bwd).variants[1].name = "winograd"; // a known implementation, but not ReLU's
+    const std::string foreign = "op '" + op_name + "') has variant 'winograd', which its layer";
+    CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, g, s.prog, p), doctest::Contains(foreign.c_str()), memplan::error);
+}
+
 TEST_CASE("engine.executor.rejects_a_read_after_the_update") {
     // An update overwrites its parameter in place; the graph format cannot
     // say so, so the executor refuses a plan that reads a parameter after

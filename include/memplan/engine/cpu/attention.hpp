@@ -38,9 +38,8 @@ inline void run(const nn::attention& l, const kernel_call& c) {
     auto head = [&](float* base, index n, index rows, index ld, index col, index h) {
         return strided_map(base + n * rows * ld + col + h * dh, rows, dh, Eigen::OuterStride<>(ld));
     };
-    const std::string_view sfx = c.spec->suffix;
-
-    if (sfx == "scores") {
+    switch (c.pass()) {
+    case nn::op_pass::scores: {
         float* Q = fp(need(c, sq, "Q"));
         float* K = fp(need(c, sk, "K"));
         float* Sc = fp(need(c, s_scores, "the scores"));
@@ -53,7 +52,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                     for (index i = 0; i < Sq; ++i)
                         for (index j = i + 1; j < Sk; ++j) S(i, j) = -std::numeric_limits<float>::infinity();
             }
-    } else if (sfx == "softmax") {
+        return;
+    }
+    case nn::op_pass::softmax: {
         const float* Sc = fp(need(c, s_scores, "the scores"));
         float* P = fp(need(c, s_probs, "the probabilities"));
         for (index r = 0; r < N * H * Sq; ++r) {
@@ -65,7 +66,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             for (index j = 0; j < Sk; ++j) z += std::exp(s[j] - m);
             for (index j = 0; j < Sk; ++j) p[j] = std::exp(s[j] - m) / z;
         }
-    } else if (sfx == "context") {
+        return;
+    }
+    case nn::op_pass::context: {
         float* P = fp(need(c, s_probs, "the probabilities"));
         float* V = fp(need(c, sv, "V"));
         float* Y = fp(need(c, slot::output(), "the output"));
@@ -73,7 +76,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             for (index h = 0; h < H; ++h)
                 head(Y, n, Sq, D, 0, h).noalias() =
                     const_matrix_map(P + (n * H + h) * plane, Sq, Sk) * head(V, n, Sk, ld_k, off_v, h);
-    } else if (sfx == "context_bwd") {
+        return;
+    }
+    case nn::op_pass::context_bwd: {
         float* DY = fp(need(c, slot::grad_output(), "the output gradient"));
         float* P = fp(need(c, s_probs, "the probabilities"));
         float* V = fp(need(c, sv, "V"));
@@ -87,7 +92,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                     head(fp(dv), n, Sk, D, 0, h).noalias() =
                         const_matrix_map(P + (n * H + h) * plane, Sq, Sk).transpose() * head(DY, n, Sq, D, 0, h);
             }
-    } else if (sfx == "softmax_bwd") {
+        return;
+    }
+    case nn::op_pass::softmax_bwd: {
         const float* P = fp(need(c, s_probs, "the probabilities"));
         const float* DP = fp(need(c, s_dprobs, "the probabilities' gradient"));
         float* DS = fp(need(c, s_dscores, "the scores' gradient"));
@@ -99,7 +106,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             float* ds = DS + r * Sk;
             for (index j = 0; j < Sk; ++j) ds[j] = p[j] * (dp[j] - dot);
         }
-    } else if (sfx == "scores_bwd") {
+        return;
+    }
+    case nn::op_pass::scores_bwd: {
         float* DS = fp(need(c, s_dscores, "the scores' gradient"));
         float* Q = fp(need(c, sq, "Q"));
         float* K = fp(need(c, sk, "K"));
@@ -116,8 +125,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             for (index r = 0; r < N * Sq; ++r)
                 std::memcpy(fp(dq) + r * 3 * D + 2 * D, DV + r * D, static_cast<std::size_t>(D) * sizeof(float));
         }
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include <memplan/core/error.hpp>
 #include <memplan/engine/program.hpp>
+#include <memplan/engine/shapes.hpp>
 
 #include <Eigen/Core>
 
@@ -36,6 +37,16 @@ inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) {
     auto r = c.slot(s);
     if (!r) fail(c, std::string("needs ") + what + " but the step does not bind it");
     return r;
+}
+
+/// True for the forward (fwd) of a one-op layer, false for its backward
+/// (bwd); throws naming the op for any other pass.
+inline bool forward_or_backward(const kernel_call& c) {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: return true;
+    case nn::op_pass::bwd: return false;
+    default: fail(c, "the CPU backend has no kernel for this op");
+    }
 }
 
 inline index dim(const tensor_ref& r, std::size_t axis) { return static_cast<index>(r.shape()[axis]); }

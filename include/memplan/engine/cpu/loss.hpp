@@ -31,7 +31,8 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                         " is outside the " + std::to_string(C) + " classes");
         return static_cast<index>(y);
     };
-    if (c.spec->suffix == "fwd") {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const float* X = fp(need(c, slot::input(0), "the logits"));
         float* L = fp(lp);
         double total = 0;
@@ -47,7 +48,9 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                 total -= L[base + label(o, i) * inner];
             }
         *fp(need(c, slot::output(), "the loss")) = static_cast<float>(total / positions);
-    } else if (c.spec->suffix == "bwd") {
+        return;
+    }
+    case nn::op_pass::bwd: {
         const float* L = fp(lp);
         float* DX = fp(need(c, slot::grad_input(0), "the logits gradient"));
         const float inv = static_cast<float>(1.0 / positions);
@@ -58,8 +61,9 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                 for (index k = 0; k < C; ++k)
                     DX[base + k * inner] = (std::exp(L[base + k * inner]) - (k == y ? 1.0f : 0.0f)) * inv;
             }
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

@@ -27,9 +27,7 @@ inline pool_geometry pool_shape(const kernel_call& c) {
 /// The tensors of a pool's pass: x (or dx) and y (or dy).
 inline void pool_refs(const kernel_call& c, tensor_ref& x, tensor_ref& y, bool& forward) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    forward = sfx == "fwd";
-    if (!forward && sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
+    forward = forward_or_backward(c);
     x = forward ? need(c, slot::input(0), "the input") : need(c, slot::grad_input(0), "the input gradient");
     y = forward ? need(c, slot::output(), "the output") : need(c, slot::grad_output(), "the output gradient");
 }
