@@ -20,21 +20,15 @@ namespace memplan::engine::cpu {
 inline void run(const nn::attention& l, const kernel_call& c) {
     using nn::slot;
     if (l.dropout > 0) fail(c, "attention dropout is not supported by the CPU backend");
-    const bool packed = c.node_inputs.size() == 1;
-    const auto& q_info = c.node_inputs[0].shape;
-    const auto N = static_cast<index>(q_info[0]), Sq = static_cast<index>(q_info[1]);
-    const index D = static_cast<index>(q_info[2]) / (packed ? 3 : 1);
-    const index Sk = packed ? Sq : static_cast<index>(c.node_inputs[1].shape[1]);
-    const auto H = static_cast<index>(l.heads);
-    const index dh = D / H;
-    const index ld_q = packed ? 3 * D : D, ld_k = ld_q;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+    const auto g = attention_shape(l, c);
+    const bool packed = g.packed;
+    const index N = g.n, Sq = g.sq, Sk = g.sk, D = g.d, H = g.heads, dh = g.dh, ld_q = g.ld, ld_k = g.ld;
+    const float scale = g.scale;
     // Column offsets of Q, K, V inside their tensors, and the tensors' slots.
-    const slot sq = slot::input(0), sk = packed ? slot::input(0) : slot::input(1), sv = packed ? slot::input(0) : slot::input(2);
-    const index off_k = packed ? D : 0, off_v = packed ? 2 * D : 0;
-    const slot s_scores = slot::internal(0), s_probs = slot::internal(1), s_dprobs = slot::internal(2),
-               s_dscores = slot::internal(3);
-    const index plane = Sq * Sk;
+    const slot sq = g.q, sk = g.k, sv = g.v;
+    const index off_k = g.off_k, off_v = g.off_v;
+    const slot s_scores = g.scores, s_probs = g.probs, s_dprobs = g.d_probs, s_dscores = g.d_scores;
+    const index plane = g.plane();
     auto head = [&](float* base, index n, index rows, index ld, index col, index h) {
         return strided_map(base + n * rows * ld + col + h * dh, rows, dh, Eigen::OuterStride<>(ld));
     };
@@ -83,7 +77,7 @@ inline void run(const nn::attention& l, const kernel_call& c) {
         float* P = fp(need(c, s_probs, "the probabilities"));
         float* V = fp(need(c, sv, "V"));
         float* DP = fp(need(c, s_dprobs, "the probabilities' gradient"));
-        const auto dv = packed ? c.slot(slot::internal(4)) : c.slot(slot::grad_input(2));
+        const auto dv = c.slot(g.d_v);
         for (index n = 0; n < N; ++n)
             for (index h = 0; h < H; ++h) {
                 matrix_map(DP + (n * H + h) * plane, Sq, Sk).noalias() =
@@ -121,7 +115,7 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                 if (dk) head(fp(dk), n, Sk, ld_k, off_k, h).noalias() = scale * (S.transpose() * head(Q, n, Sq, ld_q, 0, h));
             }
         if (packed && dq) {
-            const float* DV = fp(need(c, slot::internal(4), "the staged V gradient"));
+            const float* DV = fp(need(c, g.d_v, "the staged V gradient"));
             for (index r = 0; r < N * Sq; ++r)
                 std::memcpy(fp(dq) + r * 3 * D + 2 * D, DV + r * D, static_cast<std::size_t>(D) * sizeof(float));
         }

@@ -29,16 +29,14 @@ inline void run(const nn::concat& l, const kernel_call& c) {
     using nn::slot;
     const bool forward = forward_or_backward(c);
     const auto whole = forward ? need(c, slot::output(), "the output") : need(c, slot::grad_output(), "the output gradient");
-    const auto& shape = c.node_output->shape;
-    index outer = 1;
-    for (std::size_t a = 0; a < l.axis; ++a) outer *= static_cast<index>(shape[a]);
-    const index total = static_cast<index>(shape[l.axis]) * inner_size(shape, l.axis + 1);
+    const auto q = concat_shape(l, c);
+    const index outer = q.outer, total = q.total;
     float* Z = fp(whole);
     index at = 0;
     for (std::uint32_t i = 0; i < c.node->inputs.size(); ++i) {
         const auto part = forward ? need(c, slot::input(i), "an input") : c.slot(slot::grad_input(i));
         // The part's width from the network's shapes: its gradient may be unbound.
-        const index width = static_cast<index>(c.node_inputs[i].numel()) / outer;
+        const index width = q.width(i);
         if (part) {
             float* P = fp(part);
             for (index o = 0; o < outer; ++o) {

@@ -15,13 +15,9 @@ namespace memplan::engine::cpu {
 /// Runs "<softmax_cross_entropy>.fwd" or ".bwd". Throws on a label outside the classes.
 inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
     using nn::slot;
+    const auto q = loss_shape(l, c);
+    const index outer = q.outer, C = q.classes, inner = q.inner;
     const auto lp = need(c, slot::internal(0), "the log-probabilities");
-    const auto& s = lp.shape();
-    const std::size_t axis = l.class_axis_last ? s.rank() - 1 : 1;
-    index outer = 1;
-    for (std::size_t a = 0; a < axis; ++a) outer *= static_cast<index>(s[a]);
-    const auto C = static_cast<index>(s[axis]);
-    const index inner = inner_size(s, axis + 1);
     const auto* labels = need(c, slot::input(1), "the labels").as<const std::int64_t>();
     const double positions = double(outer * inner);
     auto label = [&](index o, index i) {
