@@ -55,8 +55,8 @@ inline extent inner_size(const nn::shape& s, std::size_t from) {
 inline void expect_numel(const kernel_call& c, nn::slot s, extent numel, const char* what) {
     const auto r = c.slot(s);
     if (r && static_cast<extent>(r.numel()) != numel)
-        shape_fail(c, std::string(what) + " has " + std::to_string(r.numel()) + " values where the layer's shapes give " +
-                          std::to_string(numel));
+        shape_fail(c, std::string(what) + " has " + std::to_string(r.numel()) +
+                          " values where the layer's shapes give " + std::to_string(numel));
 }
 
 /// The shape of node input `i` and of the node's output, checked for rank
@@ -66,7 +66,8 @@ inline const nn::shape& input_shape(const kernel_call& c, std::uint32_t i, std::
         shape_fail(c, "reads input " + std::to_string(i) + " of a layer with " + std::to_string(c.node_inputs.size()));
     const auto& s = c.node_inputs[i].shape;
     if (rank && s.rank() != rank)
-        shape_fail(c, "input " + std::to_string(i) + " has shape " + s.to_string() + ", not rank " + std::to_string(rank));
+        shape_fail(c, "input " + std::to_string(i) + " has shape " + s.to_string() + ", not rank " +
+                          std::to_string(rank));
     return s;
 }
 inline const nn::shape& output_shape(const kernel_call& c) {
@@ -92,9 +93,9 @@ inline conv_geometry conv_shape(const nn::conv2d& l, const kernel_call& c) {
     if (y.rank() != 4 || x[1] != l.in_channels || y[1] != l.out_channels || y[0] != x[0])
         shape_fail(c, "shapes " + x.to_string() + " -> " + y.to_string() + " do not fit a convolution of " +
                           std::to_string(l.in_channels) + " -> " + std::to_string(l.out_channels) + " channels");
-    const conv_geometry q{e(x[0]),       e(x[1]),       e(x[2]),     e(x[3]),     e(y[1]),       e(l.kernel_h),
-                          e(l.kernel_w), e(y[2]),       e(y[3]),     e(l.stride_h), e(l.stride_w), e(l.pad_h),
-                          e(l.pad_w),    e(l.dilation_h), e(l.dilation_w), e(l.groups)};
+    const conv_geometry q{e(x[0]), e(x[1]), e(x[2]), e(x[3]), e(y[1]), e(l.kernel_h), e(l.kernel_w), e(y[2]),
+                          e(y[3]), e(l.stride_h), e(l.stride_w), e(l.pad_h), e(l.pad_w), e(l.dilation_h),
+                          e(l.dilation_w), e(l.groups)};
     using nn::slot;
     expect_numel(c, slot::input(0), q.n * q.c * q.h * q.w, "the input");
     expect_numel(c, slot::grad_input(0), q.n * q.c * q.h * q.w, "the input gradient");
@@ -118,7 +119,8 @@ inline pool_geometry pool_shape(const kernel_call& c) {
     auto e = [](std::uint64_t v) { return static_cast<extent>(v); };
     if ((y.rank() != 4 && y.rank() != 2) || y[0] != x[0] || y[1] != x[1])
         shape_fail(c, "shapes " + x.to_string() + " -> " + y.to_string() + " do not fit a pooling");
-    const pool_geometry q{e(x[0]) * e(x[1]), e(x[2]), e(x[3]), y.rank() == 4 ? e(y[2]) : 1, y.rank() == 4 ? e(y[3]) : 1};
+    const pool_geometry q{e(x[0]) * e(x[1]), e(x[2]), e(x[3]), y.rank() == 4 ? e(y[2]) : 1,
+                          y.rank() == 4 ? e(y[3]) : 1};
     using nn::slot;
     expect_numel(c, slot::input(0), q.planes * q.h * q.w, "the input");
     expect_numel(c, slot::grad_input(0), q.planes * q.h * q.w, "the input gradient");
@@ -169,7 +171,8 @@ struct attention_geometry {
 inline attention_geometry attention_shape(const nn::attention& l, const kernel_call& c) {
     using nn::slot;
     const std::size_t inputs = c.node_inputs.size();
-    if (inputs != 1 && inputs != 3) shape_fail(c, "attention takes 1 or 3 inputs, the layer has " + std::to_string(inputs));
+    if (inputs != 1 && inputs != 3)
+        shape_fail(c, "attention takes 1 or 3 inputs, the layer has " + std::to_string(inputs));
     const bool packed = inputs == 1;
     const auto& qs = input_shape(c, 0, 3);
     auto e = [](std::uint64_t v) { return static_cast<extent>(v); };
