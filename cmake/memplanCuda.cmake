@@ -2,8 +2,9 @@
 # own kernels), opt-in like the solver backends. The public headers under
 # memplan/engine/cuda/ are pure C++ declarations; the code that needs CUDA
 # headers or nvcc is one small static library, memplan_cuda_kernels (one .cu
-# translation unit for the kernels, two C++ ones for the host code), so CI
-# compiles it once. memplan/memplan.hpp never includes any of it.
+# translation unit for the kernels, C++ ones for the host code: one per layer
+# family, the device and dispatch, the profiler), so CI compiles it once.
+# memplan/memplan.hpp never includes any of it.
 #
 # MEMPLAN_ENABLE_CUDA defaults to ON when a CUDA compiler is found (top level). Targets
 # sm_90 (H100/H200) with PTX for compute_90 embedded, unless the user set
@@ -41,6 +42,17 @@ if(MEMPLAN_ENABLE_CUDA)
     add_library(memplan_cuda_kernels STATIC
       ${PROJECT_SOURCE_DIR}/src/cuda/kernels.cu
       ${PROJECT_SOURCE_DIR}/src/cuda/backend.cpp
+      # One file per layer family, as engine/cpu/ has one header per family.
+      ${PROJECT_SOURCE_DIR}/src/cuda/activation.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/attention.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/conv.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/elementwise.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/embedding.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/linear.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/loss.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/norm.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/optimizer.cpp
+      ${PROJECT_SOURCE_DIR}/src/cuda/pool.cpp
       ${PROJECT_SOURCE_DIR}/src/cuda/profile.cpp)
     set_target_properties(memplan_cuda_kernels PROPERTIES
       POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON EXPORT_NAME cuda_kernels)

@@ -15,7 +15,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <string_view>
+#include <span>
+#include <string>
+#include <utility>
 
 namespace memplan::engine::cuda {
 
@@ -55,10 +57,10 @@ struct device_buffer {
     ~device_buffer() { cudaFree(p); }
 };
 
-/// Find results for the three passes of one conv2d layer, per variant name.
+/// Find results for one pass of one conv2d layer, per variant (graph name, implementation).
 std::vector<variant_measurement> find_conv(cudnnHandle_t h, const nn::conv2d& l, const nn::shape& xs,
                                            const nn::shape& ys, conv_pass pass,
-                                           const std::vector<std::string>& variants) {
+                                           const std::vector<std::pair<std::string, nn::impl_kind>>& variants) {
     auto i = [](std::uint64_t v) { return static_cast<int>(v); };
     detail::tensor_desc xd, yd;
     detail::filter_desc wd;
@@ -128,8 +130,8 @@ std::vector<variant_measurement> find_conv(cudnnHandle_t h, const nn::conv2d& l,
         };
     }
     std::vector<variant_measurement> out;
-    for (const auto& v : variants) {
-        variant_measurement m{v, std::string(cudnn_algorithm(v, pass)), false, 0, 0};
+    for (const auto& [name, kind] : variants) {
+        variant_measurement m{name, std::string(cudnn_algorithm(kind, pass)), false, 0, 0};
         // Find lists the fastest first (and may list an algorithm once per math type): keep the first success.
         for (const auto& r : results)
             if (r.algorithm == m.algorithm && r.status == CUDNN_STATUS_SUCCESS && r.ms >= 0) {
@@ -183,11 +185,19 @@ profile_table measure(const nn::network& net, const graph& g, const training_pro
         if (origin.kind == op_origin_kind::layer && !g.op(i).variants.empty()) {
             const auto& node = net.nodes()[origin.node];
             if (const auto* conv = std::get_if<nn::conv2d>(&node.layer)) {
-                std::vector<std::string> names;
-                for (const auto& v : g.op(i).variants) names.push_back(v.name);
-                const std::string_view suffix = std::string_view(m.op).substr(m.op.rfind('.') + 1);
-                m.variants = find_conv(h, *conv, net.info(node.inputs[0]).shape, net.info(node.output).shape,
-                                       pass_of(suffix), names);
+                std::vector<std::pair<std::string, nn::impl_kind>> variants;
+                for (const auto& v : g.op(i).variants) {
+                    const auto kind = nn::parse_impl_kind(v.name);
+                    if (!kind)
+                        throw error("cuda", "measure: op '" + m.op + "' has variant '" + v.name +
+                                                "', which no backend implements");
+                    variants.push_back({v.name, *kind});
+                }
+                const nn::tensor_info& x = net.info(node.inputs[0]);
+                const nn::tensor_info& y = net.info(node.output);
+                const auto ops = nn::lower(node.layer, {std::span(&x, 1), y});
+                const auto& spec = (origin.backward ? ops.backward : ops.forward).at(origin.spec);
+                m.variants = find_conv(h, *conv, x.shape, y.shape, pass_of(spec.pass), variants);
             }
         }
         table.ops.push_back(std::move(m));

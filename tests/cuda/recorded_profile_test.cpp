@@ -64,8 +64,11 @@ TEST_CASE("cuda.profile.apply_sets_costs_and_workspaces") {
             ++variants;
             // The recorded algorithm is the one the backend runs for the variant.
             if (v.algorithm.empty()) continue; // not a convolution (ReLU, batch-norm backward)
-            const auto suffix = std::string_view(o.op).substr(o.op.rfind('.') + 1);
-            CHECK(v.algorithm == engine::cuda::cudnn_algorithm(v.name, engine::cuda::pass_of(suffix)));
+            const auto pass = nn::parse_op_pass(std::string_view(o.op).substr(o.op.rfind('.') + 1));
+            const auto kind = nn::parse_impl_kind(v.name);
+            REQUIRE(pass);
+            REQUIRE(kind);
+            CHECK(v.algorithm == engine::cuda::cudnn_algorithm(*kind, engine::cuda::pass_of(*pass)));
         }
     }
     CHECK(r.variants == variants);

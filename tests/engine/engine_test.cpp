@@ -133,11 +133,11 @@ void require_valid(const graph& g, const plan& p) {
 bool reorders_arithmetic(const setup& s, const plan& p) {
     for (const auto& st : p.steps) {
         if (!st.has_variant()) continue;
-        const auto& name = s.g.op(st.op).variants.at(st.variant).name;
+        const auto kind = nn::parse_impl_kind(s.g.op(st.op).variants.at(st.variant).name);
         const auto& o = s.prog.ops[st.op];
         const bool bn = o.kind == op_origin_kind::layer &&
                         std::holds_alternative<nn::batch_norm>(s.m.net.nodes()[o.node].layer);
-        if (name == "gemm_im2col" || (bn && name == "from_output")) return true;
+        if (kind == nn::impl_kind::gemm_im2col || (bn && kind == nn::impl_kind::from_output)) return true;
     }
     return false;
 }
@@ -233,8 +233,9 @@ model_figures check_model(const setup& s, int steps) {
     auto sched = default_schedule(s.g);
     for (auto& st : sched)
         for (std::size_t v = 0; v < s.g.op(st.op).variants.size(); ++v) {
-            const auto& name = s.g.op(st.op).variants[v].name;
-            if (name == "gemm_im2col" || name == "from_output" || name == "from_mask")
+            const auto kind = nn::parse_impl_kind(s.g.op(st.op).variants[v].name);
+            if (kind == nn::impl_kind::gemm_im2col || kind == nn::impl_kind::from_output ||
+                kind == nn::impl_kind::from_mask)
                 st.variant = static_cast<graph::id_type>(v);
         }
     // ReLU has from_output first and from_mask second: the loop leaves the last match.
@@ -291,6 +292,31 @@ TEST_CASE("engine.executor.rejects_a_plan_that_misses_a_buffer") {
     CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, s.g, s.prog, p), doctest::Contains("fc2.y"), memplan::error);
 }
 
+TEST_CASE("engine.executor.rejects_an_unknown_variant_naming_op_and_variant") {
+    // Variant names come from the graph (a file, a profile); the executor
+    // resolves each to its implementation once, when it is built.
+    const setup s(mx::cnn(2));
+    auto g = s.g;
+    graph::id_type relu_bwd = graph::npos;
+    for (graph::id_type o = 0; o < g.num_ops(); ++o)
+        if (g.op(o).variants.size() == 2 && nn::parse_impl_kind(g.op(o).variants[1].name) == nn::impl_kind::from_mask)
+            relu_bwd = o;
+    REQUIRE(relu_bwd != graph::npos);
+    const std::string op_name = g.op(relu_bwd).name;
+    auto sched = default_schedule(g);
+    for (auto& st : sched)
+        if (st.op == relu_bwd) st.variant = 1;
+    const auto p = make_plan(g, sched, best_heuristic{}).plan;
+    CHECK_NOTHROW(cpu_executor(s.m.net, g, s.prog, p));
+
+    g.op_at(relu_bwd).variants[1].name = "from_magic"; // no layer implements it
+    const std::string unknown = "op '" + op_name + "') has variant 'from_magic'";
+    CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, g, s.prog, p), doctest::Contains(unknown.c_str()), memplan::error);
+    g.op_at(relu_bwd).variants[1].name = "winograd"; // a known implementation, but not ReLU's
+    const std::string foreign = "op '" + op_name + "') has variant 'winograd', which its layer";
+    CHECK_THROWS_WITH_AS(cpu_executor(s.m.net, g, s.prog, p), doctest::Contains(foreign.c_str()), memplan::error);
+}
+
 TEST_CASE("engine.executor.rejects_a_read_after_the_update") {
     // An update overwrites its parameter in place; the graph format cannot
     // say so, so the executor refuses a plan that reads a parameter after
@@ -345,8 +371,9 @@ TEST_CASE("engine.inplace.batch_norm_relu_and_sums_over_their_input") {
     auto sched = default_schedule(s.g);
     for (auto& st : sched)
         for (std::size_t v = 0; v < s.g.op(st.op).variants.size(); ++v) {
-            const auto& name = s.g.op(st.op).variants[v].name;
-            if (name == "from_output" || name == "from_mask") st.variant = static_cast<graph::id_type>(v);
+            const auto kind = nn::parse_impl_kind(s.g.op(st.op).variants[v].name);
+            if (kind == nn::impl_kind::from_output || kind == nn::impl_kind::from_mask)
+                st.variant = static_cast<graph::id_type>(v);
         }
     const auto p = make_plan(s.g, sched, best_heuristic{}).plan;
     require_valid(s.g, p);

@@ -73,20 +73,20 @@ void loss(gc_net& c, nn::value h, bool class_axis_last = false) {
 /// multiplied by `scale` (1: the real check; otherwise a deliberately wrong
 /// gradient). Ops with variants run the one called `variant` when they have
 /// it. `h`: the finite-difference step.
-double gradcheck(const gc_net& c, const std::string& variant = "", double scale = 1.0, float h = 1e-2f) {
+double gradcheck(const gc_net& c, nn::impl_kind variant = nn::impl_kind::none, double scale = 1.0, float h = 1e-2f) {
     training_program prog;
     const graph g = training_graph(c.net, {}, prog);
     // One buffer per tensor and no in-place reuse, so every gradient is still
     // there to read after the step.
     auto sched = default_schedule(g);
-    bool found = variant.empty();
+    bool found = variant == nn::impl_kind::none;
     for (auto& s : sched)
         for (std::size_t v = 0; v < g.op(s.op).variants.size(); ++v)
-            if (g.op(s.op).variants[v].name == variant) {
+            if (nn::parse_impl_kind(g.op(s.op).variants[v].name) == variant) {
                 s.variant = static_cast<graph::id_type>(v);
                 found = true;
             }
-    REQUIRE_MESSAGE(found, "no op offers variant " << variant);
+    REQUIRE_MESSAGE(found, "no op offers variant " << std::string(nn::to_string(variant)));
     plan_options po;
     po.liveness.use_inplace = false;
     const auto made = make_plan(g, sched, no_reuse{}, po);
@@ -147,7 +147,9 @@ double gradcheck(const gc_net& c, const std::string& variant = "", double scale 
         const double rel = std::sqrt(diff) / std::max({std::sqrt(na), std::sqrt(nn2), 1e-3});
         CAPTURE(name);
         CAPTURE(rel);
-        MESSAGE("gradcheck " << name << (variant.empty() ? "" : " [" + variant + "]") << ": " << rel);
+        MESSAGE("gradcheck " << name
+                             << (variant == nn::impl_kind::none ? "" : " [" + std::string(nn::to_string(variant)) + "]")
+                             << ": " << rel);
         worst = std::max(worst, rel);
     }
     return worst;
@@ -163,15 +165,16 @@ TEST_CASE("gradcheck.linear") {
     loss(c, c.net.add(nn::linear{5, 4}, {x}, "fc"));
     CHECK(gradcheck(c) < tolerance);
     // The check can fail: a gradient 10% too large is caught.
-    CHECK(gradcheck(c, "", 1.1) > tolerance);
+    CHECK(gradcheck(c, nn::impl_kind::none, 1.1) > tolerance);
 }
 
 TEST_CASE("gradcheck.conv2d") {
     gc_net c;
     auto x = source(c, "x", {2, 3, 5, 5}, 0.01f);
     loss(c, c.net.add(nn::conv2d::make(3, 4, 3, 2, 1), {x}, "conv"));
-    for (const char* v : {"implicit_gemm", "gemm_im2col"}) {
-        CAPTURE(v);
+    for (const auto v : {nn::impl_kind::implicit_gemm, nn::impl_kind::gemm_im2col}) {
+        const std::string name(nn::to_string(v));
+        CAPTURE(name);
         CHECK(gradcheck(c, v) < tolerance);
     }
 }
@@ -181,8 +184,9 @@ TEST_CASE("gradcheck.conv2d_dense3x3") {
     gc_net c;
     auto x = source(c, "x", {1, 2, 4, 4}, 0.05f);
     loss(c, c.net.add(nn::conv2d::make(2, 3, 3, 1, 1), {x}, "conv"));
-    for (const char* v : {"implicit_gemm", "gemm_im2col", "winograd"}) {
-        CAPTURE(v);
+    for (const auto v : {nn::impl_kind::implicit_gemm, nn::impl_kind::gemm_im2col, nn::impl_kind::winograd}) {
+        const std::string name(nn::to_string(v));
+        CAPTURE(name);
         CHECK(gradcheck(c, v) < tolerance);
     }
 }
@@ -198,8 +202,9 @@ TEST_CASE("gradcheck.batch_norm") {
     gc_net c;
     auto x = source(c, "x", {2, 3, 3, 3}, 0.05f);
     loss(c, c.net.add(nn::batch_norm{3}, {x}, "bn"));
-    for (const char* v : {"from_input", "from_output"}) {
-        CAPTURE(v);
+    for (const auto v : {nn::impl_kind::from_input, nn::impl_kind::from_output}) {
+        const std::string name(nn::to_string(v));
+        CAPTURE(name);
         CHECK(gradcheck(c, v) < tolerance);
     }
 }
@@ -215,15 +220,17 @@ TEST_CASE("gradcheck.relu") {
     gc_net c;
     auto x = source(c, "x", {4, 6}, 0.1f);
     loss(c, c.net.add(nn::relu{}, {x}, "relu"));
-    for (const char* v : {"from_output", "from_mask"}) {
-        CAPTURE(v);
+    for (const auto v : {nn::impl_kind::from_output, nn::impl_kind::from_mask}) {
+        const std::string name(nn::to_string(v));
+        CAPTURE(name);
         CHECK(gradcheck(c, v) < tolerance);
     }
     gc_net c6; // ReLU6: values from -8 to 8, clipped at 6
     auto y = source(c6, "x", {4, 8}, 0.5f);
     loss(c6, c6.net.add(nn::relu{6.0}, {y}, "relu6"));
-    for (const char* v : {"from_output", "from_mask"}) {
-        CAPTURE(v);
+    for (const auto v : {nn::impl_kind::from_output, nn::impl_kind::from_mask}) {
+        const std::string name(nn::to_string(v));
+        CAPTURE(name);
         CHECK(gradcheck(c6, v) < tolerance);
     }
 }

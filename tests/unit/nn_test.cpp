@@ -50,7 +50,8 @@ TEST_CASE("nn.conv2d.shape_params_and_flops") {
     CHECK(ops.forward[0].flops == doctest::Approx(2 * macs + 2.0 * 64 * 112 * 112));
     CHECK(ops.forward[0].kind == compute_kind::matmul);
     REQUIRE(ops.backward.size() == 2);
-    CHECK(ops.backward[0].suffix == "bwd_data");
+    CHECK(ops.backward[0].pass == op_pass::bwd_data);
+    CHECK(ops.backward[0].suffix() == "bwd_data");
     CHECK(ops.backward[0].flops == doctest::Approx(2 * macs));
     // Backward-data reads the weight and the incoming gradient, not the input.
     CHECK(ops.backward[0].inputs == std::vector<slot>{slot::grad_output(), slot::param(0)});
@@ -70,7 +71,8 @@ TEST_CASE("nn.conv2d.strides_dilation_groups") {
     // Dense 3x3 stride 1: implicit GEMM (no workspace) first, then im2col and Winograd.
     const auto dense = lower_one(conv2d::make(32, 32, 3, 1, 1), in);
     REQUIRE(dense.forward[0].variants.size() == 3);
-    CHECK(dense.forward[0].variants[0].name == "implicit_gemm");
+    CHECK(dense.forward[0].variants[0].kind == impl_kind::implicit_gemm);
+    CHECK(dense.forward[0].variants[0].name() == "implicit_gemm");
     CHECK(dense.forward[0].variants[0].workspace_values == 0);
     CHECK(dense.forward[0].variants[1].workspace_values == 1ull * 32 * 3 * 3 * 17 * 17);
     CHECK(dense.forward[0].variants[2].time_factor < 1.0);

@@ -3,7 +3,7 @@
 // A backend reserves and releases device memory (the executor asks once for
 // the whole arena, ggml-alloc's "reserve" before "bind"), copies bytes between
 // host and device, fills memory with quiet NaNs for the poison mode, and runs
-// one kernel_call (it dispatches on the layer kind and the op suffix). The CPU
+// one kernel_call (it dispatches on the layer kind and the op's pass). The CPU
 // backend (engine/cpu/backend.hpp) is the reference; a CUDA backend plugs into
 // the same concept.
 #pragma once

@@ -69,9 +69,14 @@ private:
 /// +-1/sqrt(fan_in) (PyTorch's default bound for linear and conv layers).
 inline std::vector<float> initial_values(const nn::parameter& p, rng& r) {
     const auto n = static_cast<std::size_t>(p.shape.numel());
-    const auto suffix = std::string_view(p.name).substr(p.name.rfind('.') + 1);
-    if (suffix == "gamma" || suffix == "running_var") return std::vector<float>(n, 1.0f);
-    if (suffix == "b" || suffix == "beta" || suffix == "running_mean") return std::vector<float>(n, 0.0f);
+    switch (p.role) {
+    case nn::param_role::gamma:
+    case nn::param_role::running_var: return std::vector<float>(n, 1.0f);
+    case nn::param_role::bias:
+    case nn::param_role::beta:
+    case nn::param_role::running_mean: return std::vector<float>(n, 0.0f);
+    case nn::param_role::weight: break;
+    }
     std::uint64_t fan_in = 1;
     for (std::size_t a = 1; a < p.shape.rank(); ++a) fan_in *= p.shape[a];
     const float bound = p.shape.rank() >= 2 ? 1.0f / std::sqrt(float(fan_in)) : 0.1f;
@@ -176,7 +181,7 @@ public:
             c.recompute = s.recompute;
             c.iteration = iteration_;
             c.opt = &opt_.opt;
-            if (plan_.steps[i].has_variant()) c.variant = op.variants.at(plan_.steps[i].variant).name;
+            c.variant = s.variant;
             if (c.kind == op_origin_kind::layer) {
                 const auto& o = *s.origin;
                 c.node = &net_->nodes()[o.node];
@@ -239,6 +244,7 @@ private:
         std::vector<graph::id_type> input_ids, output_ids;
         std::size_t workspace = none;
         bool recompute = false;
+        nn::impl_kind variant = nn::impl_kind::none;
         std::vector<std::size_t> poison;
     };
     struct fed_input {
@@ -342,6 +348,7 @@ private:
             s.recompute = ran[st.op] != 0;
             ran[st.op] = 1;
             s.workspace = workspace[i];
+            if (st.has_variant()) s.variant = resolve_variant(i, st.variant, op, *s.origin);
             if (g.workspace_of(st.op, st.variant) > 0 && s.workspace == none)
                 throw error("engine", "plan step " + std::to_string(i) + " (op '" + op.name + "') has no workspace buffer");
             const auto& reads = g.reads_of(st.op, st.variant);
@@ -389,6 +396,29 @@ private:
                     shared = true;
             if (!shared) steps_[x.last].poison.push_back(b);
         }
+    }
+
+    // The graph names a step's variant; kernels switch on its enum. Resolved
+    // once here: a name no layer implements, or one the op's layer does not
+    // offer, is an error naming the op and the variant.
+    nn::impl_kind resolve_variant(std::size_t i, graph::id_type v, const memplan::op& op, const op_origin& origin) const {
+        const std::string where = "plan step " + std::to_string(i) + " (op '" + op.name + "')";
+        if (v >= op.variants.size())
+            throw error("engine", where + " runs variant " + std::to_string(v) + " of " +
+                                      std::to_string(op.variants.size()));
+        const auto& name = op.variants[v].name;
+        const auto kind = nn::parse_impl_kind(name);
+        if (!kind) throw error("engine", where + " has variant '" + name + "', which no backend implements");
+        if (origin.kind == op_origin_kind::layer) {
+            const auto& lo = lowered_[origin.node];
+            const auto& spec = (origin.backward ? lo.backward : lo.forward)[origin.spec];
+            if (!spec.offers(*kind))
+                throw error("engine", where + " has variant '" + name + "', which its layer '" +
+                                          net_->nodes()[origin.node].name + "' (" +
+                                          std::string(nn::kind_of(net_->nodes()[origin.node].layer)) +
+                                          ") does not offer");
+        }
+        return *kind;
     }
 
     void init_persistent() {

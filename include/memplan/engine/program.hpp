@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string_view>
+#include <string>
 #include <utility>
 
 namespace memplan::engine {
@@ -47,8 +47,10 @@ struct optimizer_config {
 struct kernel_call {
     op_origin_kind kind = op_origin_kind::layer;
     const nn::node* node = nullptr;    ///< layer ops: the network node
-    const nn::op_spec* spec = nullptr; ///< layer ops: the spec (its suffix selects the kernel)
-    std::string_view variant;          ///< chosen variant's name; empty when the op has none
+    const nn::op_spec* spec = nullptr; ///< layer ops: the spec (its pass selects the kernel)
+    /// The chosen variant, resolved from the graph's name when the executor
+    /// was built; `none` when the step names none (the kernel reads what is bound).
+    nn::impl_kind variant = nn::impl_kind::none;
     std::span<const std::pair<nn::slot, tensor_ref>> slots; ///< layer ops: every slot of the spec
     std::span<const nn::tensor_info> node_inputs; ///< layer ops: shapes of the node's inputs (bound or not)
     /// Layer ops: the node's output shape. Use it, not the gradient's: a
@@ -68,9 +70,11 @@ struct kernel_call {
             if (x == s) return r;
         return {};
     }
+    /// Layer ops: the pass the kernel runs.
+    nn::op_pass pass() const noexcept { return spec->pass; }
     /// The op's name for error messages: "<layer>.<suffix>".
     std::string name() const {
-        if (node && spec) return node->name + "." + spec->suffix;
+        if (node && spec) return node->name + "." + spec->suffix();
         return kind == op_origin_kind::update ? "update" : "grad_acc";
     }
 };

@@ -267,7 +267,7 @@ private:
     void emit(std::size_t i, const nn::op_spec& spec, std::size_t spec_index, bool backward) {
         const auto& n = net_.nodes()[i];
         op o;
-        o.name = n.name + "." + spec.suffix;
+        o.name = n.name + "." + spec.suffix();
         o.phase = spec.phase;
         std::vector<std::pair<nn::slot, graph::id_type>> bound;
         for (auto s : spec.outputs) {
@@ -295,11 +295,11 @@ private:
         o.cost = base;
         o.workspace = spec.workspace_values * elem;
         for (const auto& v : spec.variants) {
-            variant var{v.name, base * v.time_factor, v.workspace_values * elem, {}};
+            variant var{v.name(), base * v.time_factor, v.workspace_values * elem, {}};
             for (auto s : v.inputs) {
                 const auto t = find(s);
                 if (t == graph::npos)
-                    throw error("nn", "layer '" + n.name + "' op '" + o.name + "' variant '" + v.name +
+                    throw error("nn", "layer '" + n.name + "' op '" + o.name + "' variant '" + v.name() +
                                           "' reads a tensor the op does not list");
                 if (std::find(var.inputs.begin(), var.inputs.end(), t) == var.inputs.end()) var.inputs.push_back(t);
             }

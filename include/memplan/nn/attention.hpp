@@ -81,23 +81,23 @@ struct attention {
                                             : std::vector<slot>{slot::input(0), slot::input(1)};
         const slot v_in = packed ? slot::input(0) : slot::input(2);
 
-        ops.forward.push_back({"scores", phase::forward, compute_kind::matmul, qk, {s_scores}, mm + per_score, 0, {}, {}});
-        ops.forward.push_back({"softmax", phase::forward, compute_kind::other, {s_scores}, {s_probs}, 5 * per_score, 0,
+        ops.forward.push_back({op_pass::scores, phase::forward, compute_kind::matmul, qk, {s_scores}, mm + per_score, 0, {}, {}});
+        ops.forward.push_back({op_pass::softmax, phase::forward, compute_kind::other, {s_scores}, {s_probs}, 5 * per_score, 0,
                                {}, {{s_scores, s_probs}}});
         if (drop)
-            ops.forward.push_back({"dropout", phase::forward, compute_kind::other, {s_probs}, {s_dropped, s_mask},
+            ops.forward.push_back({op_pass::dropout, phase::forward, compute_kind::other, {s_probs}, {s_dropped, s_mask},
                                    2 * per_score, 0, {}, {}});
-        ops.forward.push_back({"context", phase::forward, compute_kind::matmul, {s_used, v_in}, {slot::output()}, mm, 0,
+        ops.forward.push_back({op_pass::context, phase::forward, compute_kind::matmul, {s_used, v_in}, {slot::output()}, mm, 0,
                                {}, {}});
 
-        ops.backward.push_back({"context_bwd", phase::backward, compute_kind::matmul,
+        ops.backward.push_back({op_pass::context_bwd, phase::backward, compute_kind::matmul,
                                 {slot::grad_output(), s_used, v_in}, {s_dattn, s_dv}, 2 * mm, 0, {}, {}});
         if (drop)
-            ops.backward.push_back({"dropout_bwd", phase::backward, compute_kind::other, {s_mask, s_dattn}, {s_dprobs},
+            ops.backward.push_back({op_pass::dropout_bwd, phase::backward, compute_kind::other, {s_mask, s_dattn}, {s_dprobs},
                                     per_score, 0, {}, {{s_dattn, s_dprobs}}});
-        ops.backward.push_back({"softmax_bwd", phase::backward, compute_kind::other, {s_probs, s_dprobs}, {s_dscores},
+        ops.backward.push_back({op_pass::softmax_bwd, phase::backward, compute_kind::other, {s_probs, s_dprobs}, {s_dscores},
                                 3 * per_score, 0, {}, {{s_dprobs, s_dscores}}});
-        op_spec qk_bwd{"scores_bwd", phase::backward, compute_kind::matmul, {s_dscores}, {}, 2 * mm + per_score, 0, {}, {}};
+        op_spec qk_bwd{op_pass::scores_bwd, phase::backward, compute_kind::matmul, {s_dscores}, {}, 2 * mm + per_score, 0, {}, {}};
         qk_bwd.inputs.insert(qk_bwd.inputs.end(), qk.begin(), qk.end());
         if (packed) {
             qk_bwd.inputs.push_back(s_dv);

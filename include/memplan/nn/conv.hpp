@@ -48,8 +48,8 @@ inline std::uint64_t window_out(std::uint64_t extent, std::uint64_t k, std::uint
 inline std::vector<impl_spec> conv_variants(bool dense3x3, bool plain_gemm, std::uint64_t column_values,
                                             std::uint64_t winograd_values) {
     if (plain_gemm) return {};
-    std::vector<impl_spec> v{{"implicit_gemm", 1.3, 0}, {"gemm_im2col", 1.0, column_values}};
-    if (dense3x3) v.push_back({"winograd", 0.55, winograd_values});
+    std::vector<impl_spec> v{{impl_kind::implicit_gemm, 1.3, 0}, {impl_kind::gemm_im2col, 1.0, column_values}};
+    if (dense3x3) v.push_back({impl_kind::winograd, 0.55, winograd_values});
     return v;
 }
 
@@ -90,8 +90,8 @@ struct conv2d {
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
-        std::vector<param_spec> p{{"w", shape{out_channels, in_channels / groups, kernel_h, kernel_w}, true}};
-        if (bias) p.push_back({"b", shape{out_channels}, true});
+        std::vector<param_spec> p{{param_role::weight, shape{out_channels, in_channels / groups, kernel_h, kernel_w}, true}};
+        if (bias) p.push_back({param_role::bias, shape{out_channels}, true});
         return p;
     }
 
@@ -116,7 +116,7 @@ struct conv2d {
         const std::uint64_t winograd = 4 * (x.numel() + y.numel()) + 16 * out_channels * in_channels;
         const auto variants = detail::conv_variants(dense3x3, plain || grouped, column, winograd);
 
-        return weight_product_ops(mm, bias, bias_flops, "bwd_filter", variants);
+        return weight_product_ops(mm, bias, bias_flops, op_pass::bwd_filter, variants);
     }
 };
 
@@ -147,8 +147,8 @@ struct conv_transpose2d {
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
-        std::vector<param_spec> p{{"w", shape{in_channels, out_channels, kernel, kernel}, true}};
-        if (bias) p.push_back({"b", shape{out_channels}, true});
+        std::vector<param_spec> p{{param_role::weight, shape{in_channels, out_channels, kernel, kernel}, true}};
+        if (bias) p.push_back({param_role::bias, shape{out_channels}, true});
         return p;
     }
 
@@ -157,7 +157,7 @@ struct conv_transpose2d {
         // Every input value scatters into kernel^2 outputs of each output channel.
         const double mm = 2.0 * double(x.numel()) * double(out_channels) * double(kernel * kernel);
         const double bias_flops = bias ? double(c.output.shape.numel()) : 0.0;
-        return weight_product_ops(mm, bias, bias_flops, "bwd_filter");
+        return weight_product_ops(mm, bias, bias_flops, op_pass::bwd_filter);
     }
 };
 

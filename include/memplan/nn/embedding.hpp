@@ -31,15 +31,15 @@ struct embedding {
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
-        return {{"w", shape{num_embeddings, dim}, true}};
+        return {{param_role::weight, shape{num_embeddings, dim}, true}};
     }
 
     layer_ops lower(const lower_context& c) const {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
-        ops.forward.push_back({"fwd", phase::forward, compute_kind::other, {slot::input(0), slot::param(0)},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0), slot::param(0)},
                                {slot::output()}, 0, 0, {}, {}});
-        ops.backward.push_back({"bwd_weight", phase::backward, compute_kind::other,
+        ops.backward.push_back({op_pass::bwd_weight, phase::backward, compute_kind::other,
                                 {slot::input(0), slot::grad_output()}, {slot::grad_param(0)}, n, 0, {}, {}});
         return ops;
     }
@@ -64,16 +64,16 @@ struct position_embedding {
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
-        return {{"w", shape{max_positions, dim}, true}};
+        return {{param_role::weight, shape{max_positions, dim}, true}};
     }
 
     layer_ops lower(const lower_context& c) const {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
-        ops.forward.push_back({"fwd", phase::forward, compute_kind::other, {slot::input(0), slot::param(0)},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0), slot::param(0)},
                                {slot::output()}, n, 0, {}, {{slot::input(0), slot::output()}}});
         // The table's gradient sums the incoming gradient over the batch.
-        ops.backward.push_back({"bwd_weight", phase::backward, compute_kind::other, {slot::grad_output()},
+        ops.backward.push_back({op_pass::bwd_weight, phase::backward, compute_kind::other, {slot::grad_output()},
                                 {slot::grad_param(0)}, n, 0, {}, {}});
         ops.passthrough = {true};
         return ops;

@@ -33,8 +33,8 @@ struct linear {
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
-        std::vector<param_spec> p{{"w", shape{out_features, in_features}, true}};
-        if (bias) p.push_back({"b", shape{out_features}, true});
+        std::vector<param_spec> p{{param_role::weight, shape{out_features, in_features}, true}};
+        if (bias) p.push_back({param_role::bias, shape{out_features}, true});
         return p;
     }
 
@@ -42,7 +42,7 @@ struct linear {
         const double rows = double(c.output.shape.numel() / (out_features ? out_features : 1));
         const double mm = 2.0 * rows * double(in_features) * double(out_features);
         const double bias_flops = bias ? rows * double(out_features) : 0.0;
-        return weight_product_ops(mm, bias, bias_flops, "bwd_weight");
+        return weight_product_ops(mm, bias, bias_flops, op_pass::bwd_weight);
     }
 };
 

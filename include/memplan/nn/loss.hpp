@@ -42,10 +42,10 @@ struct softmax_cross_entropy {
         const double n = double(c.inputs[0].shape.numel());
         layer_ops ops;
         ops.internals.push_back({"log_probs", {c.inputs[0].shape, element::floating}});
-        ops.forward.push_back({"fwd", phase::forward, compute_kind::other, {slot::input(0), slot::input(1)},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0), slot::input(1)},
                                {slot::output(), slot::internal(0)}, 5 * n, 0, {},
                                {{slot::input(0), slot::internal(0)}}});
-        ops.backward.push_back({"bwd", phase::backward, compute_kind::other, {slot::internal(0), slot::input(1)},
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::other, {slot::internal(0), slot::input(1)},
                                 {slot::grad_input(0)}, 3 * n, 0, {}, {{slot::internal(0), slot::grad_input(0)}}});
         return ops;
     }

@@ -35,6 +35,7 @@ struct parameter {
     std::string name; ///< "layer1.0.conv1.w"
     nn::shape shape;
     bool trainable = true;
+    param_role role = param_role::weight; ///< what it is to the layer that created it
 };
 
 /// One activation: a network input or a layer's output.
@@ -92,24 +93,24 @@ public:
         std::vector<std::optional<std::uint32_t>> reuse(specs.size());
         for (std::size_t i = 0; i < specs.size(); ++i) {
             const auto& p = specs[i];
-            auto it = std::find_if(tied.begin(), tied.end(), [&](const auto& t) { return t.first == p.suffix; });
+            auto it = std::find_if(tied.begin(), tied.end(), [&](const auto& t) { return t.first == p.suffix(); });
             if (it == tied.end()) continue;
             auto found = find_parameter(it->second);
             if (!found)
-                throw error("nn", "layer '" + name + "' ties '" + p.suffix + "' to parameter '" + it->second +
+                throw error("nn", "layer '" + name + "' ties '" + p.suffix() + "' to parameter '" + it->second +
                                       "' which does not exist");
             const auto& q = params_[*found];
             if (q.shape != p.shape || q.trainable != p.trainable)
-                throw error("nn", "layer '" + name + "' ties '" + p.suffix + "' " + p.shape.to_string() +
+                throw error("nn", "layer '" + name + "' ties '" + p.suffix() + "' " + p.shape.to_string() +
                                       " to parameter '" + q.name + "' " + q.shape.to_string() + " which does not match");
             reuse[i] = *found;
         }
         for (std::size_t i = 0; i < specs.size(); ++i) {
             auto id = reuse[i].value_or(static_cast<std::uint32_t>(params_.size()));
             if (!reuse[i]) {
-                std::string full = name + "." + specs[i].suffix;
+                std::string full = name + "." + specs[i].suffix();
                 param_ids_.emplace(full, id);
-                params_.push_back({std::move(full), std::move(specs[i].shape), specs[i].trainable});
+                params_.push_back({std::move(full), std::move(specs[i].shape), specs[i].trainable, specs[i].role});
             }
             (params_[id].trainable ? n.params : n.state).push_back(id);
         }

@@ -22,8 +22,8 @@ namespace detail {
 
 inline layer_ops pool_ops(double fwd_flops, double bwd_flops, const internal_spec* argmax) {
     layer_ops ops;
-    op_spec fwd{"fwd", phase::forward, compute_kind::other, {slot::input(0)}, {slot::output()}, fwd_flops, 0, {}, {}};
-    op_spec bwd{"bwd", phase::backward, compute_kind::other, {slot::grad_output()}, {slot::grad_input(0)}, bwd_flops,
+    op_spec fwd{op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0)}, {slot::output()}, fwd_flops, 0, {}, {}};
+    op_spec bwd{op_pass::bwd, phase::backward, compute_kind::other, {slot::grad_output()}, {slot::grad_input(0)}, bwd_flops,
                 0, {}, {}};
     if (argmax) {
         ops.internals.push_back(*argmax);

@@ -19,8 +19,8 @@ inline void run(const nn::relu& l, const kernel_call& c) {
     using nn::slot;
     const float cap = static_cast<float>(l.cap);
     auto passes = [cap](float v) { return v > 0.0f && (cap <= 0.0f || v < cap); };
-    const std::string_view sfx = c.spec->suffix;
-    if (sfx == "fwd") {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const auto x = need(c, slot::input(0), "the input");
         const index n = count(x);
         const float* X = fp(x);
@@ -33,12 +33,14 @@ inline void run(const nn::relu& l, const kernel_call& c) {
         }
         return;
     }
-    if (sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
+    case nn::op_pass::bwd: break;
+    default: fail(c, "the CPU backend has no kernel for this op");
+    }
     const auto dy = need(c, slot::grad_output(), "the output gradient");
     const index n = count(dy);
     const float* DY = fp(dy);
     float* DX = fp(need(c, slot::grad_input(0), "the input gradient"));
-    if (c.variant == "from_mask" || (c.variant.empty() && c.slot(slot::internal(0)))) {
+    if (reads_mask(c)) {
         const auto* m = need(c, slot::internal(0), "the mask").as<const std::uint8_t>();
         for (index i = 0; i < n; ++i) DX[i] = mask_bit(m, i) ? DY[i] : 0.0f;
     } else {
@@ -56,8 +58,8 @@ inline void run(const nn::gelu&, const kernel_call& c) {
     const auto x = need(c, slot::input(0), "the input");
     const index n = count(x);
     const float* X = fp(x);
-    const std::string_view sfx = c.spec->suffix;
-    if (sfx == "fwd") {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         float* Y = fp(need(c, slot::output(), "the output"));
         for (index i = 0; i < n; ++i) {
             const float v = X[i];
@@ -65,7 +67,9 @@ inline void run(const nn::gelu&, const kernel_call& c) {
         }
         return;
     }
-    if (sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
+    case nn::op_pass::bwd: break;
+    default: fail(c, "the CPU backend has no kernel for this op");
+    }
     const float* DY = fp(need(c, slot::grad_output(), "the output gradient"));
     float* DX = fp(need(c, slot::grad_input(0), "the input gradient"));
     for (index i = 0; i < n; ++i) {

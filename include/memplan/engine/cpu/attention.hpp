@@ -20,27 +20,20 @@ namespace memplan::engine::cpu {
 inline void run(const nn::attention& l, const kernel_call& c) {
     using nn::slot;
     if (l.dropout > 0) fail(c, "attention dropout is not supported by the CPU backend");
-    const bool packed = c.node_inputs.size() == 1;
-    const auto& q_info = c.node_inputs[0].shape;
-    const auto N = static_cast<index>(q_info[0]), Sq = static_cast<index>(q_info[1]);
-    const index D = static_cast<index>(q_info[2]) / (packed ? 3 : 1);
-    const index Sk = packed ? Sq : static_cast<index>(c.node_inputs[1].shape[1]);
-    const auto H = static_cast<index>(l.heads);
-    const index dh = D / H;
-    const index ld_q = packed ? 3 * D : D, ld_k = ld_q;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+    const auto g = attention_shape(l, c);
+    const bool packed = g.packed;
+    const index N = g.n, Sq = g.sq, Sk = g.sk, D = g.d, H = g.heads, dh = g.dh, ld_q = g.ld, ld_k = g.ld;
+    const float scale = g.scale;
     // Column offsets of Q, K, V inside their tensors, and the tensors' slots.
-    const slot sq = slot::input(0), sk = packed ? slot::input(0) : slot::input(1), sv = packed ? slot::input(0) : slot::input(2);
-    const index off_k = packed ? D : 0, off_v = packed ? 2 * D : 0;
-    const slot s_scores = slot::internal(0), s_probs = slot::internal(1), s_dprobs = slot::internal(2),
-               s_dscores = slot::internal(3);
-    const index plane = Sq * Sk;
+    const slot sq = g.q, sk = g.k, sv = g.v;
+    const index off_k = g.off_k, off_v = g.off_v;
+    const slot s_scores = g.scores, s_probs = g.probs, s_dprobs = g.d_probs, s_dscores = g.d_scores;
+    const index plane = g.plane();
     auto head = [&](float* base, index n, index rows, index ld, index col, index h) {
         return strided_map(base + n * rows * ld + col + h * dh, rows, dh, Eigen::OuterStride<>(ld));
     };
-    const std::string_view sfx = c.spec->suffix;
-
-    if (sfx == "scores") {
+    switch (c.pass()) {
+    case nn::op_pass::scores: {
         float* Q = fp(need(c, sq, "Q"));
         float* K = fp(need(c, sk, "K"));
         float* Sc = fp(need(c, s_scores, "the scores"));
@@ -53,7 +46,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                     for (index i = 0; i < Sq; ++i)
                         for (index j = i + 1; j < Sk; ++j) S(i, j) = -std::numeric_limits<float>::infinity();
             }
-    } else if (sfx == "softmax") {
+        return;
+    }
+    case nn::op_pass::softmax: {
         const float* Sc = fp(need(c, s_scores, "the scores"));
         float* P = fp(need(c, s_probs, "the probabilities"));
         for (index r = 0; r < N * H * Sq; ++r) {
@@ -65,7 +60,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             for (index j = 0; j < Sk; ++j) z += std::exp(s[j] - m);
             for (index j = 0; j < Sk; ++j) p[j] = std::exp(s[j] - m) / z;
         }
-    } else if (sfx == "context") {
+        return;
+    }
+    case nn::op_pass::context: {
         float* P = fp(need(c, s_probs, "the probabilities"));
         float* V = fp(need(c, sv, "V"));
         float* Y = fp(need(c, slot::output(), "the output"));
@@ -73,12 +70,14 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             for (index h = 0; h < H; ++h)
                 head(Y, n, Sq, D, 0, h).noalias() =
                     const_matrix_map(P + (n * H + h) * plane, Sq, Sk) * head(V, n, Sk, ld_k, off_v, h);
-    } else if (sfx == "context_bwd") {
+        return;
+    }
+    case nn::op_pass::context_bwd: {
         float* DY = fp(need(c, slot::grad_output(), "the output gradient"));
         float* P = fp(need(c, s_probs, "the probabilities"));
         float* V = fp(need(c, sv, "V"));
         float* DP = fp(need(c, s_dprobs, "the probabilities' gradient"));
-        const auto dv = packed ? c.slot(slot::internal(4)) : c.slot(slot::grad_input(2));
+        const auto dv = c.slot(g.d_v);
         for (index n = 0; n < N; ++n)
             for (index h = 0; h < H; ++h) {
                 matrix_map(DP + (n * H + h) * plane, Sq, Sk).noalias() =
@@ -87,7 +86,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                     head(fp(dv), n, Sk, D, 0, h).noalias() =
                         const_matrix_map(P + (n * H + h) * plane, Sq, Sk).transpose() * head(DY, n, Sq, D, 0, h);
             }
-    } else if (sfx == "softmax_bwd") {
+        return;
+    }
+    case nn::op_pass::softmax_bwd: {
         const float* P = fp(need(c, s_probs, "the probabilities"));
         const float* DP = fp(need(c, s_dprobs, "the probabilities' gradient"));
         float* DS = fp(need(c, s_dscores, "the scores' gradient"));
@@ -99,7 +100,9 @@ inline void run(const nn::attention& l, const kernel_call& c) {
             float* ds = DS + r * Sk;
             for (index j = 0; j < Sk; ++j) ds[j] = p[j] * (dp[j] - dot);
         }
-    } else if (sfx == "scores_bwd") {
+        return;
+    }
+    case nn::op_pass::scores_bwd: {
         float* DS = fp(need(c, s_dscores, "the scores' gradient"));
         float* Q = fp(need(c, sq, "Q"));
         float* K = fp(need(c, sk, "K"));
@@ -112,12 +115,13 @@ inline void run(const nn::attention& l, const kernel_call& c) {
                 if (dk) head(fp(dk), n, Sk, ld_k, off_k, h).noalias() = scale * (S.transpose() * head(Q, n, Sq, ld_q, 0, h));
             }
         if (packed && dq) {
-            const float* DV = fp(need(c, slot::internal(4), "the staged V gradient"));
+            const float* DV = fp(need(c, g.d_v, "the staged V gradient"));
             for (index r = 0; r < N * Sq; ++r)
                 std::memcpy(fp(dq) + r * 3 * D + 2 * D, DV + r * D, static_cast<std::size_t>(D) * sizeof(float));
         }
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

@@ -2,8 +2,9 @@
 //
 // Memory is host memory (aligned to 256 bytes); kernels are single-threaded,
 // deterministic Eigen code over arena memory, one header per layer family.
-// `run` dispatches on the layer kind (std::visit over nn::layer) and the op
-// suffix; gradient accumulation and optimizer updates have their own kernels.
+// `run` dispatches on the layer kind (std::visit over nn::layer) and the op's
+// pass (nn::op_pass); gradient accumulation and optimizer updates have their
+// own kernels.
 #pragma once
 
 #include <memplan/core/error.hpp>

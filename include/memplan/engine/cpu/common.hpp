@@ -1,5 +1,6 @@
 // Shared pieces of the CPU kernels: row-major Eigen maps over arena memory,
-// shape helpers, 1-bit masks, and errors that name the op at fault.
+// 1-bit masks, and errors that name the op at fault. Layer geometry and its
+// checks are the CUDA backend's too: engine/shapes.hpp.
 //
 // Kernels read and write only the memory the executor binds; they allocate
 // nothing, overwrite (never accumulate into) their outputs, and work when an
@@ -8,6 +9,7 @@
 
 #include <memplan/core/error.hpp>
 #include <memplan/engine/program.hpp>
+#include <memplan/engine/shapes.hpp>
 
 #include <Eigen/Core>
 
@@ -38,16 +40,19 @@ inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) {
     return r;
 }
 
+/// True for the forward (fwd) of a one-op layer, false for its backward
+/// (bwd); throws naming the op for any other pass.
+inline bool forward_or_backward(const kernel_call& c) {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: return true;
+    case nn::op_pass::bwd: return false;
+    default: fail(c, "the CPU backend has no kernel for this op");
+    }
+}
+
 inline index dim(const tensor_ref& r, std::size_t axis) { return static_cast<index>(r.shape()[axis]); }
 inline index count(const tensor_ref& r) { return static_cast<index>(r.numel()); }
 inline float* fp(const tensor_ref& r) { return r.as<float>(); }
-
-/// Product of the extents from `from` to the end (1 when none).
-inline index inner_size(const nn::shape& s, std::size_t from) {
-    index n = 1;
-    for (std::size_t a = from; a < s.rank(); ++a) n *= static_cast<index>(s[a]);
-    return n;
-}
 
 /// Packs `bit(i)` for i < n into bytes, least significant bit first. Whole
 /// bytes are written, so a mask never depends on what its memory held.

@@ -18,20 +18,6 @@ namespace memplan::engine::cpu {
 
 namespace detail {
 
-struct conv_geometry {
-    index n, c, h, w, k, r, s, ho, wo, sh, sw, ph, pw, dh, dw, groups;
-    index cg() const { return c / groups; }
-    index kg() const { return k / groups; }
-    index rows() const { return cg() * r * s; } ///< column rows of one group
-    index cols() const { return ho * wo; }
-};
-
-inline conv_geometry geometry(const nn::conv2d& l, const nn::shape& x, const nn::shape& y) {
-    auto i = [](std::uint64_t v) { return static_cast<index>(v); };
-    return {i(x[0]), i(x[1]), i(x[2]), i(x[3]), i(y[1]), i(l.kernel_h), i(l.kernel_w), i(y[2]), i(y[3]),
-            i(l.stride_h), i(l.stride_w), i(l.pad_h), i(l.pad_w), i(l.dilation_h), i(l.dilation_w), i(l.groups)};
-}
-
 /// Column matrix (C * R * S, Ho * Wo) of one image; zero where the window
 /// hangs over the padding.
 inline void im2col(const conv_geometry& q, const float* x, float* col) {
@@ -82,19 +68,18 @@ void for_each_tap(const conv_geometry& q, index a, index b, F f) {
 /// Runs "<conv2d>.fwd", ".bwd_data" or ".bwd_filter" with the step's variant.
 inline void run(const nn::conv2d& l, const kernel_call& c) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    const bool fwd = sfx == "fwd", data = sfx == "bwd_data", filter = sfx == "bwd_filter";
+    const bool fwd = c.pass() == nn::op_pass::fwd, data = c.pass() == nn::op_pass::bwd_data,
+               filter = c.pass() == nn::op_pass::bwd_filter;
     if (!fwd && !data && !filter) fail(c, "the CPU backend has no kernel for this op");
     const auto w = filter ? tensor_ref{} : need(c, slot::param(0), "the filter");
     const auto xs = fwd || filter ? need(c, slot::input(0), "the input") : tensor_ref{};
     const auto dy = fwd ? tensor_ref{} : need(c, slot::grad_output(), "the output gradient");
     const auto y = fwd ? need(c, slot::output(), "the output") : tensor_ref{};
     const auto dx = data ? need(c, slot::grad_input(0), "the input gradient") : tensor_ref{};
-    const nn::shape& xshape = c.node_inputs[0].shape;
-    const nn::shape& yshape = c.node_output->shape;
-    const auto q = detail::geometry(l, xshape, yshape);
+    const auto q = conv_shape(l, c);
     const bool plain = q.r == 1 && q.s == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && q.groups == 1;
-    const bool gemm = plain || c.variant == "gemm_im2col";
+    // implicit_gemm and winograd (no CPU kernel of its own) run the direct path.
+    const bool gemm = plain || c.variant == nn::impl_kind::gemm_im2col;
     const index xsz = q.c * q.h * q.w, ysz = q.k * q.cols(), colsz = q.c * q.r * q.s * q.cols();
     if (gemm && !plain && c.workspace_bytes < std::uint64_t(q.n * colsz) * sizeof(float))
         fail(c, "gemm_im2col needs a workspace of " + std::to_string(q.n * colsz * 4) + " bytes, the step has " +
@@ -233,8 +218,8 @@ inline void run(const nn::conv2d& l, const kernel_call& c) {
 /// y[n, o, i*s - p + a, j*s - p + b] += x[n, c, i, j] * w[c, o, a, b].
 inline void run(const nn::conv_transpose2d& l, const kernel_call& c) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    const bool fwd = sfx == "fwd", data = sfx == "bwd_data", filter = sfx == "bwd_filter";
+    const bool fwd = c.pass() == nn::op_pass::fwd, data = c.pass() == nn::op_pass::bwd_data,
+               filter = c.pass() == nn::op_pass::bwd_filter;
     if (!fwd && !data && !filter) fail(c, "the CPU backend has no kernel for this op");
     const float* W = filter ? nullptr : fp(need(c, slot::param(0), "the filter"));
     const auto x = fwd || filter ? need(c, slot::input(0), "the input") : need(c, slot::grad_input(0), "the input gradient");

@@ -17,7 +17,7 @@ namespace memplan::engine::cpu {
 /// Runs "<add>.fwd".
 inline void run(const nn::add&, const kernel_call& c) {
     using nn::slot;
-    if (c.spec->suffix != "fwd") fail(c, "the CPU backend has no kernel for this op");
+    if (c.pass() != nn::op_pass::fwd) fail(c, "the CPU backend has no kernel for this op");
     const auto a = need(c, slot::input(0), "input 0");
     const index n = count(a);
     vector_map(fp(need(c, slot::output(), "the output")), n) =
@@ -27,19 +27,16 @@ inline void run(const nn::add&, const kernel_call& c) {
 /// Runs "<concat>.fwd" or ".bwd" (gradients of unneeded inputs are skipped).
 inline void run(const nn::concat& l, const kernel_call& c) {
     using nn::slot;
-    const bool forward = c.spec->suffix == "fwd";
-    if (!forward && c.spec->suffix != "bwd") fail(c, "the CPU backend has no kernel for this op");
+    const bool forward = forward_or_backward(c);
     const auto whole = forward ? need(c, slot::output(), "the output") : need(c, slot::grad_output(), "the output gradient");
-    const auto& shape = c.node_output->shape;
-    index outer = 1;
-    for (std::size_t a = 0; a < l.axis; ++a) outer *= static_cast<index>(shape[a]);
-    const index total = static_cast<index>(shape[l.axis]) * inner_size(shape, l.axis + 1);
+    const auto q = concat_shape(l, c);
+    const index outer = q.outer, total = q.total;
     float* Z = fp(whole);
     index at = 0;
     for (std::uint32_t i = 0; i < c.node->inputs.size(); ++i) {
         const auto part = forward ? need(c, slot::input(i), "an input") : c.slot(slot::grad_input(i));
         // The part's width from the network's shapes: its gradient may be unbound.
-        const index width = static_cast<index>(c.node_inputs[i].numel()) / outer;
+        const index width = q.width(i);
         if (part) {
             float* P = fp(part);
             for (index o = 0; o < outer; ++o) {
@@ -66,7 +63,8 @@ inline void run(const nn::dropout& l, const kernel_call& c) {
     using nn::slot;
     auto* mask = need(c, slot::internal(0), "the keep-mask").as<std::uint8_t>();
     const float scale = 1.0f / (1.0f - static_cast<float>(l.p));
-    if (c.spec->suffix == "fwd") {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const auto x = need(c, slot::input(0), "the input");
         const index n = count(x);
         const std::uint64_t seed = std::hash<std::string>{}(c.node->name) ^ (c.iteration * 0x9E3779B97F4A7C15ull);
@@ -80,13 +78,16 @@ inline void run(const nn::dropout& l, const kernel_call& c) {
             mask[i] = z >= threshold ? 1 : 0;
             Y[i] = mask[i] ? X[i] * scale : 0.0f;
         }
-    } else if (c.spec->suffix == "bwd") {
+        return;
+    }
+    case nn::op_pass::bwd: {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const float* DY = fp(dy);
         float* DX = fp(need(c, slot::grad_input(0), "the input gradient"));
         for (index i = 0; i < count(dy); ++i) DX[i] = mask[i] ? DY[i] * scale : 0.0f;
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

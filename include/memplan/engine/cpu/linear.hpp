@@ -13,21 +13,25 @@ inline void run(const nn::linear& l, const kernel_call& c) {
     using nn::slot;
     const auto in = static_cast<index>(l.in_features), out = static_cast<index>(l.out_features);
     const auto w = c.slot(slot::param(0)); // the weight gradient does not read it
-    const std::string_view s = c.spec->suffix;
-    if (!w && s != "bwd_weight") need(c, slot::param(0), "the weight");
-    if (s == "fwd") {
+    if (!w && c.pass() != nn::op_pass::bwd_weight) need(c, slot::param(0), "the weight");
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const auto x = need(c, slot::input(0), "the input");
         const auto y = need(c, slot::output(), "the output");
         const index rows = count(x) / in;
         matrix_map Y(fp(y), rows, out);
         Y.noalias() = const_matrix_map(fp(x), rows, in) * const_matrix_map(fp(w), out, in).transpose();
         if (l.bias) Y.rowwise() += const_vector_map(fp(need(c, slot::param(1), "the bias")), out).transpose();
-    } else if (s == "bwd_data") {
+        return;
+    }
+    case nn::op_pass::bwd_data: {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const auto dx = need(c, slot::grad_input(0), "the input gradient");
         const index rows = count(dy) / out;
         matrix_map(fp(dx), rows, in).noalias() = const_matrix_map(fp(dy), rows, out) * const_matrix_map(fp(w), out, in);
-    } else if (s == "bwd_weight") {
+        return;
+    }
+    case nn::op_pass::bwd_weight: {
         const auto x = need(c, slot::input(0), "the input");
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const index rows = count(dy) / out;
@@ -36,8 +40,9 @@ inline void run(const nn::linear& l, const kernel_call& c) {
             DY.transpose() * const_matrix_map(fp(x), rows, in);
         if (l.bias)
             vector_map(fp(need(c, slot::grad_param(1), "the bias gradient")), out) = DY.colwise().sum().transpose();
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

@@ -15,13 +15,9 @@ namespace memplan::engine::cpu {
 /// Runs "<softmax_cross_entropy>.fwd" or ".bwd". Throws on a label outside the classes.
 inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
     using nn::slot;
+    const auto q = loss_shape(l, c);
+    const index outer = q.outer, C = q.classes, inner = q.inner;
     const auto lp = need(c, slot::internal(0), "the log-probabilities");
-    const auto& s = lp.shape();
-    const std::size_t axis = l.class_axis_last ? s.rank() - 1 : 1;
-    index outer = 1;
-    for (std::size_t a = 0; a < axis; ++a) outer *= static_cast<index>(s[a]);
-    const auto C = static_cast<index>(s[axis]);
-    const index inner = inner_size(s, axis + 1);
     const auto* labels = need(c, slot::input(1), "the labels").as<const std::int64_t>();
     const double positions = double(outer * inner);
     auto label = [&](index o, index i) {
@@ -31,7 +27,8 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                         " is outside the " + std::to_string(C) + " classes");
         return static_cast<index>(y);
     };
-    if (c.spec->suffix == "fwd") {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: {
         const float* X = fp(need(c, slot::input(0), "the logits"));
         float* L = fp(lp);
         double total = 0;
@@ -47,7 +44,9 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                 total -= L[base + label(o, i) * inner];
             }
         *fp(need(c, slot::output(), "the loss")) = static_cast<float>(total / positions);
-    } else if (c.spec->suffix == "bwd") {
+        return;
+    }
+    case nn::op_pass::bwd: {
         const float* L = fp(lp);
         float* DX = fp(need(c, slot::grad_input(0), "the logits gradient"));
         const float inv = static_cast<float>(1.0 / positions);
@@ -58,8 +57,9 @@ inline void run(const nn::softmax_cross_entropy& l, const kernel_call& c) {
                 for (index k = 0; k < C; ++k)
                     DX[base + k * inner] = (std::exp(L[base + k * inner]) - (k == y ? 1.0f : 0.0f)) * inv;
             }
-    } else {
-        fail(c, "the CPU backend has no kernel for this op");
+        return;
+    }
+    default: fail(c, "the CPU backend has no kernel for this op");
     }
 }
 

@@ -20,14 +20,14 @@ inline void run(const nn::batch_norm& l, const kernel_call& c) {
     using nn::slot;
     const auto gamma = need(c, slot::param(0), "gamma");
     const auto stats = need(c, slot::internal(0), "the saved statistics");
-    const std::string_view sfx = c.spec->suffix;
+    const bool forward = forward_or_backward(c);
     const nn::shape& shape = c.node_output->shape;
     const index N = static_cast<index>(shape[0]), C = static_cast<index>(shape[1]), S = inner_size(shape, 2);
     const double M = double(N * S);
     const float* G = fp(gamma);
     float* mean = fp(stats);
     float* invstd = mean + C;
-    if (sfx == "fwd") {
+    if (forward) {
         const float* X = fp(c.slot(slot::input(0)));
         float* Y = fp(need(c, slot::output(), "the output"));
         const float* B = fp(need(c, slot::param(1), "beta"));
@@ -56,9 +56,8 @@ inline void run(const nn::batch_norm& l, const kernel_call& c) {
         }
         return;
     }
-    if (sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
     const float* DY = fp(c.slot(slot::grad_output()));
-    const bool from_output = c.variant == "from_output" || (c.variant.empty() && !c.slot(slot::input(0)));
+    const bool from_output = reads_output(c);
     const float* src = from_output ? fp(need(c, slot::output(), "the output")) : fp(need(c, slot::input(0), "the input"));
     const float* B = from_output ? fp(need(c, slot::param(1), "beta")) : nullptr;
     const auto dx = c.slot(slot::grad_input(0));
@@ -103,8 +102,7 @@ inline void run(const nn::layer_norm& l, const kernel_call& c) {
     float* mean = stats;
     float* invstd = stats + R;
     const float* X = fp(x);
-    const std::string_view sfx = c.spec->suffix;
-    if (sfx == "fwd") {
+    if (forward_or_backward(c)) {
         float* Y = fp(need(c, slot::output(), "the output"));
         const float* B = fp(need(c, slot::param(1), "beta"));
         for (index r = 0; r < R; ++r) {
@@ -119,7 +117,6 @@ inline void run(const nn::layer_norm& l, const kernel_call& c) {
         }
         return;
     }
-    if (sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
     const float* DY = fp(need(c, slot::grad_output(), "the output gradient"));
     const auto dx = c.slot(slot::grad_input(0));
     float* DG = fp(need(c, slot::grad_param(0), "the gamma gradient"));

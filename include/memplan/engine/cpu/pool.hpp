@@ -13,23 +13,10 @@ namespace memplan::engine::cpu {
 
 namespace detail {
 
-struct pool_geometry {
-    index planes, h, w, ho, wo;
-};
-
-inline pool_geometry pool_shape(const kernel_call& c) {
-    const auto& x = c.node_inputs[0].shape;
-    const auto& y = c.node_output->shape;
-    auto i = [](std::uint64_t v) { return static_cast<index>(v); };
-    return {i(x[0]) * i(x[1]), i(x[2]), i(x[3]), y.rank() == 4 ? i(y[2]) : 1, y.rank() == 4 ? i(y[3]) : 1};
-}
-
 /// The tensors of a pool's pass: x (or dx) and y (or dy).
 inline void pool_refs(const kernel_call& c, tensor_ref& x, tensor_ref& y, bool& forward) {
     using nn::slot;
-    const std::string_view sfx = c.spec->suffix;
-    forward = sfx == "fwd";
-    if (!forward && sfx != "bwd") fail(c, "the CPU backend has no kernel for this op");
+    forward = forward_or_backward(c);
     x = forward ? need(c, slot::input(0), "the input") : need(c, slot::grad_input(0), "the input gradient");
     y = forward ? need(c, slot::output(), "the output") : need(c, slot::grad_output(), "the output gradient");
 }
@@ -72,7 +59,7 @@ inline void run(const nn::max_pool2d& l, const kernel_call& c) {
     tensor_ref x, y;
     bool forward;
     detail::pool_refs(c, x, y, forward);
-    const auto q = detail::pool_shape(c);
+    const auto q = pool_shape(c);
     const auto K = static_cast<index>(l.kernel), S = static_cast<index>(l.stride), P = static_cast<index>(l.padding);
     auto* arg = need(c, nn::slot::internal(0), "the arg-max").as<std::uint8_t>();
     float* X = fp(x);
@@ -113,7 +100,7 @@ inline void run(const nn::avg_pool2d& l, const kernel_call& c) {
     tensor_ref x, y;
     bool forward;
     detail::pool_refs(c, x, y, forward);
-    const auto q = detail::pool_shape(c);
+    const auto q = pool_shape(c);
     const index H = q.h, W = q.w;
     detail::average(c, [&](index i, index j, index& h0, index& h1, index& w0, index& w1, float& d) {
         h0 = i * S - P;
@@ -133,7 +120,7 @@ inline void run(const nn::adaptive_avg_pool2d&, const kernel_call& c) {
     tensor_ref x, y;
     bool forward;
     detail::pool_refs(c, x, y, forward);
-    const auto q = detail::pool_shape(c);
+    const auto q = pool_shape(c);
     const index H = q.h, W = q.w, Ho = q.ho, Wo = q.wo;
     detail::average(c, [&](index i, index j, index& h0, index& h1, index& w0, index& w1, float& d) {
         h0 = i * H / Ho;
@@ -149,7 +136,7 @@ inline void run(const nn::global_avg_pool&, const kernel_call& c) {
     tensor_ref x, y;
     bool forward;
     detail::pool_refs(c, x, y, forward);
-    const auto q = detail::pool_shape(c);
+    const auto q = pool_shape(c);
     const index planes = q.planes, S = q.h * q.w;
     float* X = fp(x);
     float* Y = fp(y);

@@ -20,7 +20,7 @@
 namespace memplan::engine::cuda {
 
 namespace detail {
-struct context; // streams, handles, statistics: src/cuda/backend.cpp
+struct context; // streams, handles, statistics: src/cuda/common.hpp
 struct context_deleter {
     void operator()(context* c) const noexcept;
 };
