@@ -88,9 +88,11 @@ if(MEMPLAN_HAS_CUDA AND MEMPLAN_BUILD_EXAMPLES AND TARGET memplan::cpu)
   if(MEMPLAN_BUILD_TESTS)
     # Like engine.example.<name>: 5 steps at half the store-all budget; skipped without a GPU.
     foreach(example mlp cnn resnet unet transformer)
-      add_test(NAME cuda.example.${example} COMMAND train_${example}_cuda --steps 5 --budget 50%)
-      set_tests_properties(cuda.example.${example} PROPERTIES SKIP_RETURN_CODE 77
-        PASS_REGULAR_EXPRESSION "loss [0-9.]+ naive_bytes [0-9]+ arena_bytes [0-9]+ budget_bytes [0-9]+ ms_per_step")
+      add_test(NAME cuda.example.${example}
+        COMMAND ${CMAKE_COMMAND} "-DCOMMAND=$<TARGET_FILE:train_${example}_cuda>|--steps|5|--budget|50%"
+                "-DMATCH=loss [0-9.]+ naive_bytes [0-9]+ arena_bytes [0-9]+ budget_bytes [0-9]+ ms_per_step"
+                -DSKIP_RC=77 -P ${PROJECT_SOURCE_DIR}/tests/run_expect.cmake)
+      set_tests_properties(cuda.example.${example} PROPERTIES SKIP_REGULAR_EXPRESSION "run_expect: skipped")
     endforeach()
   endif()
   add_executable(memplan_profile_cuda ${PROJECT_SOURCE_DIR}/examples/cuda/profile_cuda.cpp)
