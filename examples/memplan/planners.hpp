@@ -81,6 +81,7 @@ struct chosen_allocator {
         if (which == "auto" || which == "exact") {
             exact ex;
             ex.time_limit_seconds = time_limit_seconds;
+            if (which == "auto") ex.gap = auto_gap;
             ex.on_progress = print_progress;
             auto r = ex.place(p);
             if (isatty(2)) std::fprintf(stderr, "\r%60s\r", "");

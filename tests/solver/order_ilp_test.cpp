@@ -100,3 +100,27 @@ TEST_CASE_TEMPLATE("order.ilp.time_limit_leaves_a_feasible_order", S, glpk_solve
     check_result(g, q);
     CHECK(q.peak <= greedy_order{}.order(g).peak);
 }
+
+// Gap stopping: an order within the relative gap of the order-free bound
+// ends the search (here every order is, with a gap of 1): no MILP, and the
+// result still holds what check_result asks.
+TEST_CASE_TEMPLATE("order.ilp.stops_within_the_gap_of_the_bound", S, MEMPLAN_SOLVERS) {
+    std::mt19937_64 rng(78);
+    const graph g = testing::random_order_dag(rng, 120);
+    ilp_order<S> p;
+    p.options.time_limit_seconds = 30;
+    p.gap = 1.0;
+    const auto r = p.order(g);
+    INFO(r.message);
+    check_result(g, r);
+    CHECK(r.seconds < 5.0);
+    CHECK(r.message.find("no MILP") != std::string::npos);
+
+    windowed<S> w;
+    w.time_limit_seconds = 30;
+    w.gap = 1.0;
+    const auto q = w.order(g);
+    INFO(q.message);
+    check_result(g, q);
+    CHECK((q.status == status::optimal || q.message.find("0 solved") != std::string::npos));
+}

@@ -39,7 +39,7 @@ TEST_CASE("remat.context.keep_all_is_the_store_all_schedule") {
         const auto s = ctx.schedule_of(ctx.keep_all());
         CHECK(s.size() == g.num_ops()); // nothing recomputed
         CHECK(schedule_cost(g, s) == doctest::Approx(ctx.base_cost()));
-        const auto p = place_within(g, s, ~0ull, 256, 0);
+        const auto p = place_within(g, s, ~0ull, 256, deadline::passed());
         CHECK(check_plan(g, p.plan).ok());
     }
 }
@@ -61,7 +61,7 @@ TEST_CASE("remat.context.dropping_recomputes_forward_ops_only") {
             if (g.op(static_cast<graph::id_type>(o)).phase != phase::forward) CHECK(runs[o] == 1);
         }
         CHECK(schedule_cost(g, s) >= ctx.base_cost() - 1e-9);
-        const auto p = place_within(g, s, ~0ull, 256, 0);
+        const auto p = place_within(g, s, ~0ull, 256, deadline::passed());
         const auto report = check_plan(g, p.plan);
         INFO(report.to_string());
         CHECK(report.ok());

@@ -48,7 +48,7 @@ struct drop_largest {
         auto choice = ctx.keep_all();
         for (std::size_t k = 0; k <= by_size.size(); ++k) {
             if (k > 0) choice.keep[by_size[k - 1]] = 0;
-            auto placed = memplan::place_within(g, ctx.schedule_of(choice), budget, opt.alignment, 0);
+            auto placed = memplan::place_within(g, ctx.schedule_of(choice), budget, opt.alignment, memplan::deadline::passed());
             if (memplan::has_solution(placed.status) && placed.plan.arena_bytes <= budget) {
                 memplan::remat_result r;
                 r.planner = "drop_largest";

@@ -280,33 +280,36 @@ private:
 
 /// Base of the planners that work on a `remat_context`: gives each of them
 /// `plan(graph, options)`, which builds the context and calls the planner's
-/// own `plan(context, options, t0)` (so the clock starts before the context
-/// is built, and a portfolio can share one context among its members).
+/// own `plan(context, options, t0)` (so the deadline and the stopwatch start
+/// before the context is built, and a portfolio can share one context among
+/// its members; `t0` only times the result, the options' deadline bounds it).
 template <class Planner>
 struct remat_planner {
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
                                                                                const remat_options& opt) const {
         const auto t0 = std::chrono::steady_clock::now();
+        const remat_options o = opt.until(opt.limit());
         const remat_context<Graph> ctx(g);
-        return static_cast<const Planner&>(*this).plan(ctx, opt, t0);
+        return static_cast<const Planner&>(*this).plan(ctx, o, t0);
     }
 };
 
 /// Places the buffers of schedule `s`: the best heuristic, then, when that
 /// misses `budget` although the per-schedule bound fits, the exact search
-/// in decision mode for at most `exact_seconds`.
+/// in decision mode until `exact_until` (`deadline::passed()`: no search).
 template <class Graph>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
 place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::uint64_t budget,
-             std::uint64_t alignment, double exact_seconds) {
+             std::uint64_t alignment, memplan::deadline exact_until) {
     plan_options po;
     po.alignment = alignment;
     auto planned = make_plan(g, s, best_heuristic{}, po);
     if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.lower_bound <= budget &&
-        exact_seconds > 0) {
+        !exact_until.expired()) {
         exact e;
-        e.time_limit_seconds = exact_seconds;
+        e.deadline = exact_until;
+        e.time_limit_seconds = no_time_limit;
         e.capacity = budget;
         auto tight = make_plan(g, s, e, po);
         if (has_solution(tight.status) && tight.plan.arena_bytes <= budget) {

@@ -12,6 +12,7 @@
 // needs it, or `no_solution` when the limit came first.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/status.hpp>
 #include <memplan/plan/make_plan.hpp>
 
@@ -36,9 +37,23 @@ struct remat_progress {
 struct remat_options {
     /// The arena must not exceed this many bytes; max() means no limit.
     std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
-    double time_limit_seconds = 10;
+    /// The planner stops by then (a command hands one deadline through all
+    /// its steps), and at most `time_limit_seconds` after it starts.
+    memplan::deadline deadline{};
+    double time_limit_seconds = 10; ///< infinity (`no_time_limit`): `deadline` alone
     std::uint64_t alignment = 256; ///< every offset a multiple of it
     std::function<void(const remat_progress&)> on_progress; ///< optional
+
+    /// When a call that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
+    /// These options for a step that must stop by `d` (and by `deadline`).
+    remat_options until(memplan::deadline d) const {
+        remat_options o = *this;
+        o.deadline = earliest(limit(), d);
+        o.time_limit_seconds = no_time_limit;
+        return o;
+    }
 };
 
 /// The outcome of a planner. `planned` holds the plan (valid for the graph:

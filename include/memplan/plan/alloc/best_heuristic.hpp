@@ -6,6 +6,7 @@
 // skeleton); the pick does not depend on which thread ran what.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/plan/alloc/greedy.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
@@ -25,6 +26,10 @@ namespace memplan {
 
 struct best_heuristic {
     static constexpr std::string_view name = "best_heuristic";
+
+    /// No pass starts after it, except the first (each pass is linear-ish
+    /// and cannot be interrupted).
+    memplan::deadline deadline{};
 
     /// The lowest of the five placements (ties: the first in the order above).
     /// Status `error` only when every pass overflows `Size`.
@@ -71,7 +76,7 @@ struct best_heuristic {
         // Each worker takes the next pass not yet taken, in list order.
         auto worker = [&](detail::interval_tree<Size>& tree) {
             for (std::size_t k; (k = next.fetch_add(1)) < passes;)
-                if (k < first_optimal.load()) run_pass(k, tree);
+                if (k < first_optimal.load() && (k == 0 || !deadline.expired())) run_pass(k, tree);
         };
 
         std::exception_ptr helper_error;

@@ -11,6 +11,7 @@
 #include <memplan/check/placement.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
+#include <memplan/core/deadline.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/alloc/detail/exact_reduce.hpp>
 #include <memplan/plan/alloc/detail/exact_search.hpp>
@@ -261,7 +262,12 @@ private:
 struct exact {
     static constexpr std::string_view name = "exact";
 
-    double time_limit_seconds = 10;
+    memplan::deadline deadline{};   ///< the search stops by then (shared with the caller's other steps)
+    double time_limit_seconds = 10; ///< and at most this long from the call (infinity: only `deadline`)
+    /// Minimisation stops once the height is within this fraction of the
+    /// proven lower bound (status `feasible` unless they meet): 0 searches
+    /// until proven or out of time; "auto" allocation uses `auto_gap`.
+    double gap = 0;
     std::uint64_t capacity = 0; ///< overrides the problem's capacity when nonzero
     /// Called about once a second while searching (e.g. by the CLI).
     std::function<void(const exact_progress&)> on_progress;
@@ -273,8 +279,8 @@ struct exact {
                       "exact works on unsigned sizes of at most 64 bits");
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
-        const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                          std::chrono::duration<double>(std::max(0.0, time_limit_seconds)));
+        const memplan::deadline until = limit();
+        const auto deadline = until.end();
         validate(problem);
         basic_alloc_result<Size> res;
         res.offsets.assign(problem.items.size(), 0);
@@ -334,8 +340,7 @@ struct exact {
             if (r == detail::exact_outcome::not_found)
                 return finish(memplan::status::infeasible,
                               "search exhausted: no placement fits capacity " + std::to_string(cap));
-            return finish(memplan::status::no_solution,
-                          "time limit of " + std::to_string(time_limit_seconds) + " s reached");
+            return finish(memplan::status::no_solution, "time limit reached");
         }
 
         // Minimisation: greedy upper bound, then decisions at the lower bound
@@ -343,8 +348,11 @@ struct exact {
         best = detail::exact_greedy(in);
         have_best = true;
         best_height = detail::exact_height(in, best, align);
-        // The project's best heuristic usually starts lower than the greedy.
-        const auto h = best_heuristic{}.place(problem);
+        // The project's best heuristic usually starts lower than the greedy;
+        // it stops taking passes at the deadline, like the search after it.
+        best_heuristic heuristic;
+        heuristic.deadline = until;
+        const auto h = heuristic.place(problem);
         const bool aligned = std::all_of(h.offsets.begin(), h.offsets.end(),
                                          [&](Size o) { return static_cast<std::uint64_t>(o) % align == 0; });
         if (has_solution(h.status) && aligned && h.offsets.size() == problem.items.size() &&
@@ -355,7 +363,10 @@ struct exact {
         }
         std::uint64_t lo = proven_lb, hi = best_height; // the answer lies in [lo, hi] unless a probe timed out
         bool first = true;
-        while (lo < hi && clock::now() < deadline) {
+        auto within_gap = [&] {
+            return static_cast<double>(hi - std::min(hi, proven_lb)) <= gap * static_cast<double>(hi);
+        };
+        while (lo < hi && clock::now() < deadline && !within_gap()) {
             const std::uint64_t h = first ? lo : lo + (hi - lo) / 2;
             first = false;
             // Each probe gets half of what is left, so a hard height cannot eat it all.
@@ -374,9 +385,18 @@ struct exact {
         }
         const bool proven = best_height <= proven_lb;
         res.lower_bound = static_cast<Size>(std::min(best_height, proven_lb));
-        return finish(proven ? memplan::status::optimal : memplan::status::feasible, "");
+        return finish(proven ? memplan::status::optimal : memplan::status::feasible,
+                      !proven && within_gap() ? "within the relative gap of the lower bound" : "");
     }
+
+    /// When a call that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
 };
+
+/// The relative gap at which "auto" allocation (the best heuristic, then the
+/// exact search) stops: closing the last 0.01 % rarely pays for its time.
+inline constexpr double auto_gap = 1e-4;
 
 static_assert(AllocatorLike<exact>);
 

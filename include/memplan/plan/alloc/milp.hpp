@@ -299,6 +299,7 @@ struct milp_allocator {
     milp_alloc_outcome<Size> solve(const basic_alloc_problem<Size>& p) const {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
+        const memplan::deadline until = options.limit();
         milp_alloc_outcome<Size> r;
         auto finish = [&](memplan::status s, std::string message = {}) {
             r.status = s;
@@ -336,8 +337,8 @@ struct milp_allocator {
         auto model = make_offset_model(p, r.proven_bound, upper);
         if (greedy_fits) model.model.incumbent = offset_model_point(p, model, greedy);
         solve_options o = options;
-        o.time_limit_seconds = std::max(0.01, options.time_limit_seconds -
-                                                  std::chrono::duration<double>(clock::now() - t0).count());
+        o.deadline = until;
+        o.time_limit_seconds = no_time_limit;
         const milp_result res = solver.solve(model.model, o);
         r.solver_ran = true;
         r.solver_status = res.status;
