@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
             const auto r = run_planner(name, g, o);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const bool has = memplan::has_solution(r.status);
-            if (has && !memplan::check_plan(g, r.planned.plan).ok()) {
+            if (has && !memplan::check_plan(g, r.plan).ok()) {
                 std::printf("| %s | %s | INVALID PLAN |\n", mp->label.data(), name.c_str());
                 return 1;
             }
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
                 po);
             sweep_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             for (const auto& p : curves[name])
-                if (memplan::has_solution(p.result.status) && !memplan::check_plan(d.g, p.result.planned.plan).ok()) {
+                if (memplan::has_solution(p.result.status) && !memplan::check_plan(d.g, p.result.plan).ok()) {
                     std::printf("| %s | %s sweep: INVALID PLAN |\n", d.monet->label.data(), name.c_str());
                     return 1;
                 }

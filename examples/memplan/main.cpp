@@ -219,7 +219,7 @@ memplan::remat_result store_all_checked(const memplan::graph& g, const memplan::
 
 /// A rematerialization plan the validator rejects is an internal error.
 void check_remat_plan(const memplan::graph& g, const memplan::remat_result& r) {
-    const auto report = memplan::check_plan(g, r.planned.plan);
+    const auto report = memplan::check_plan(g, r.plan);
     if (!report.ok())
         throw internal_error("rematerialization planner '" + r.planner + "' made an invalid plan for graph '" +
                              g.name() + "':\n" + report.to_string());
@@ -256,7 +256,7 @@ int run_plan_remat(const parsed_args& a) {
     const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
     if (fits) check_remat_plan(g, r);
     const auto output = a.value("--output");
-    if (fits && output) memplan::write_plan_json(*output, g, r.planned.plan); // before any output: a failure is one line
+    if (fits && output) memplan::write_plan_json(*output, g, r.plan); // before any output: a failure is one line
 
     const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
@@ -267,8 +267,8 @@ int run_plan_remat(const parsed_args& a) {
               << percent(ratio(opt.budget, base.arena()), 1) << " of store-all\n"
               << "store-all:     " << bytes_both(base.arena()) << "\n";
     if (!fits) {
-        std::cout << "any schedule:  " << bytes_both(r.min_memory)
-                  << (r.min_memory_op.empty() ? "" : " (op '" + r.min_memory_op + "')") << "\n"
+        std::cout << "any schedule:  " << bytes_both(r.bound)
+                  << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n"
                   << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
         if (output) std::cout << "nothing written\n";
         std::cout.flush();
@@ -280,13 +280,13 @@ int run_plan_remat(const parsed_args& a) {
         std::cerr << "memplan: no plan: " << reason << "\n";
         return exit_negative;
     }
-    const std::size_t recomputed = r.planned.plan.steps.size() >= g.num_ops() ? r.planned.plan.steps.size() - g.num_ops() : 0;
+    const std::size_t recomputed = r.plan.steps.size() >= g.num_ops() ? r.plan.steps.size() - g.num_ops() : 0;
     std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), base.arena()), 1)
               << " of store-all\n"
               << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
               << " vs store-all " << memplan::cli::fixed(r.base_cost, 1) << ")\n"
-              << "steps:         " << r.planned.plan.steps.size() << " (" << recomputed << " recomputed)\n"
-              << "lower bound:   " << bytes_both(r.planned.lower_bound) << "\n"
+              << "steps:         " << r.plan.steps.size() << " (" << recomputed << " recomputed)\n"
+              << "lower bound:   " << bytes_both(r.schedule_bound) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
     if (output) std::cout << "wrote " << *output << "\n";
     return exit_ok;
@@ -313,13 +313,13 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
               << " buffers)\n"
               << "order:         " << order << " (" << memplan::to_string(ordered.status) << "), LB "
-              << bytes_both(ordered.peak) << " vs default order " << bytes_both(default_lb) << ", "
+              << bytes_both(ordered.size) << " vs default order " << bytes_both(default_lb) << ", "
               << memplan::cli::human_seconds(ordered.seconds) << "\n"
               << "allocator:     " << allocator.which << " (" << memplan::to_string(r.status) << "), alignment "
               << alignment << "\n"
               << "arena:         " << bytes_both(r.plan.arena_bytes) << "\n"
-              << "lower bound:   " << bytes_both(r.lower_bound) << "\n"
-              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
+              << "lower bound:   " << bytes_both(r.bound) << "\n"
+              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.bound), 4) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds + ordered.seconds) << "\n";
     if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
     return exit_ok;
@@ -643,8 +643,8 @@ int run_report(const command& c, const std::vector<std::string>& args) {
         const double saved_fw = 100.0 * (1.0 - ratio(r.plan.arena_bytes, framework.plan.arena_bytes));
         t.add_row({g.name(), std::to_string(g.num_ops()), memplan::cli::human_bytes(none.plan.arena_bytes),
                    memplan::cli::human_bytes(framework.plan.arena_bytes), memplan::cli::human_bytes(r.plan.arena_bytes),
-                   std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.lower_bound),
-                   memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4), memplan::cli::fixed(saved, 1) + " %",
+                   std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.bound),
+                   memplan::cli::fixed(ratio(r.plan.arena_bytes, r.bound), 4), memplan::cli::fixed(saved, 1) + " %",
                    memplan::cli::fixed(saved_fw, 1) + " %", memplan::cli::human_seconds(r.seconds + ordered.seconds)});
     }
     std::cout << "order " << order << ", allocator " << allocator.which << ", alignment " << alignment

@@ -92,15 +92,15 @@ TEST_CASE("alloc.exact.gap_stops_within_the_gap_of_the_bound") {
     REQUIRE(has_solution(r.status));
     CHECK(r.status == status::feasible); // not proven: it stopped at the gap
     CHECK(r.message.find("gap") != std::string::npos);
-    CHECK(r.height > r.lower_bound);
-    CHECK(static_cast<double>(r.height - r.lower_bound) <= auto_gap * static_cast<double>(r.height));
+    CHECK(r.size > r.bound);
+    CHECK(static_cast<double>(r.size - r.bound) <= auto_gap * static_cast<double>(r.size));
     CHECK(r.seconds < 5.0); // well before its 30 s limit
 
     // Without a gap, the search goes on to prove the height optimal.
     e.gap = 0;
     const auto proven = e.place(p);
     CHECK(proven.status == status::optimal);
-    CHECK(proven.height == r.height);
+    CHECK(proven.size == r.size);
 }
 
 TEST_CASE("alloc.exact.stops_at_a_deadline_handed_down") {

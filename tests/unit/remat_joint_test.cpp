@@ -22,11 +22,11 @@ namespace {
 
 void expect_valid_fit(const graph& g, const remat_result& r) {
     REQUIRE(has_solution(r.status));
-    const auto report = check_plan(g, r.planned.plan);
+    const auto report = check_plan(g, r.plan);
     INFO(report.to_string());
     CHECK(report.ok());
     CHECK(r.arena() <= r.budget);
-    CHECK(r.cost == doctest::Approx(schedule_cost(g, r.planned.plan.steps)));
+    CHECK(r.cost == doctest::Approx(schedule_cost(g, r.plan.steps)));
 }
 
 } // namespace
@@ -90,7 +90,7 @@ TEST_CASE("remat.joint.random_graphs_fit_their_budgets") {
             const auto r = joint{}.plan(g, o);
             if (!has_solution(r.status)) {
                 // It may fail to find a plan, but it may only say infeasible with proof.
-                if (r.status == status::infeasible) CHECK(r.min_memory > o.budget);
+                if (r.status == status::infeasible) CHECK(r.bound > o.budget);
                 continue;
             }
             expect_valid_fit(g, r);
@@ -109,7 +109,7 @@ TEST_CASE("remat.joint.infeasible_below_the_minimum_names_the_op") {
     o.budget = need - 1;
     const auto r = joint{}.plan(g, o);
     CHECK(r.status == status::infeasible);
-    CHECK(r.min_memory == need);
+    CHECK(r.bound == need);
     CHECK(r.message.find("'" + op + "'") != std::string::npos);
     const auto s = store_all{}.plan(g, o);
     CHECK(s.status == status::infeasible);

@@ -83,8 +83,8 @@ void check_curve(const memplan::graph& g, const std::vector<memplan::pareto_poin
         CHECK(p.budget >= std::min<std::uint64_t>(need, top));
         REQUIRE(memplan::has_solution(p.result.status));
         CHECK(p.result.arena() <= p.budget);
-        CHECK(p.result.arena() >= p.result.planned.lower_bound);
-        const auto report = memplan::check_plan(g, p.result.planned.plan);
+        CHECK(p.result.arena() >= p.result.schedule_bound);
+        const auto report = memplan::check_plan(g, p.result.plan);
         CHECK_MESSAGE(report.ok(), report.to_string());
         // Lower budget -> overhead not lower.
         if (i > 0) CHECK(curve[i - 1].result.overhead() >= p.result.overhead() - 1e-12);

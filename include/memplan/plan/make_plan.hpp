@@ -21,14 +21,15 @@ struct plan_options {
 /// A plan with the figures of how it was made.
 template <class Size = std::uint64_t, class Id = std::uint32_t>
 struct basic_planned {
-    basic_plan<Size, Id> plan;
-    memplan::status status = memplan::status::error; ///< the allocator's outcome
-    Size lower_bound = 0;    ///< per-schedule bound of the plan's buffers
-    double seconds = 0;      ///< liveness + allocation wall time
+    memplan::status status = memplan::status::error; ///< the allocator's outcome (error: the plan fails check_plan)
     std::string message;     ///< reason when status has no solution
+    Size bound = 0;          ///< per-schedule bound of the plan's buffers: no placement of them is smaller
+    Size size = 0;           ///< the arena (`plan.arena_bytes`) when `has_solution(status)`
+    double seconds = 0;      ///< liveness + allocation (+ validation) wall time
+    basic_plan<Size, Id> plan;
 
     double ratio() const noexcept {
-        return lower_bound == 0 ? 1.0 : static_cast<double>(plan.arena_bytes) / static_cast<double>(lower_bound);
+        return bound == 0 ? 1.0 : static_cast<double>(size) / static_cast<double>(bound);
     }
 };
 
@@ -78,7 +79,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     out.plan.alignment = static_cast<size_type>(opt.alignment);
     out.plan.steps = s;
     out.plan.buffers = live.buffers;
-    out.lower_bound = lower_bound(live);
+    out.bound = lower_bound(live);
     out.status = placed.status;
     out.message = placed.message;
     if (has_solution(placed.status)) {
@@ -89,6 +90,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
             if (x.bytes > 0) arena = std::max<size_type>(arena, x.offset + x.bytes);
         }
         out.plan.arena_bytes = arena;
+        out.size = arena;
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;

@@ -464,7 +464,7 @@ struct chain_dp : remat_planner<chain_dp> {
         }
         // When no limit fits, the exact placement may close the gap left by
         // the heuristics on the smallest plan.
-        if (!have_best && have_smallest && smallest.lower_bound <= opt.budget) {
+        if (!have_best && have_smallest && smallest.bound <= opt.budget) {
             if (until.remaining() > 0.5) {
                 auto tight = place_within(g, smallest.plan.steps, opt.budget, opt.alignment, until.share(exact_share));
                 if (has_solution(tight.status) && tight.plan.arena_bytes <= opt.budget) {

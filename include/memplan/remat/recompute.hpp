@@ -305,7 +305,7 @@ place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, s
     plan_options po;
     po.alignment = alignment;
     auto planned = make_plan(g, s, best_heuristic{}, po);
-    if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.lower_bound <= budget &&
+    if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.bound <= budget &&
         !exact_until.expired()) {
         exact e;
         e.deadline = exact_until;
@@ -331,7 +331,9 @@ void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& o
     out.base_cost = ctx.base_cost();
     out.fastest_cost = ctx.fastest_cost();
     out.budget = static_cast<typename Graph::size_type>(opt.budget);
-    out.planned = std::move(planned);
+    out.size = planned.plan.arena_bytes;
+    out.schedule_bound = planned.bound;
+    out.plan = std::move(planned.plan);
 }
 
 /// The outcome when no plan within the budget was found: infeasible with
@@ -341,8 +343,8 @@ void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options&
                            basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out,
                            std::string_view planner) {
     const auto [need, op] = ctx.min_memory();
-    out.min_memory = need;
-    out.min_memory_op = op;
+    out.bound = need;
+    out.bound_op = op;
     out.budget = static_cast<typename Graph::size_type>(opt.budget);
     if (opt.budget < need) {
         out.status = status::infeasible;

@@ -56,23 +56,26 @@ struct remat_options {
     }
 };
 
-/// The outcome of a planner. `planned` holds the plan (valid for the graph:
-/// planners check what they return with `check_plan` in tests) when
-/// `has_solution(status)`.
+/// The outcome of a planner: one status (the allocation's outcome is folded
+/// into it). `plan` is valid for the graph and fits the budget when
+/// `has_solution(status)`: `plan(graph, options)` checks it with `check_plan`,
+/// and a plan the validator rejects comes back as `error` with the report.
 template <class Size = std::uint64_t, class Id = std::uint32_t>
 struct basic_remat_result {
     memplan::status status = memplan::status::error;
-    basic_planned<Size, Id> planned; ///< the plan, its allocator outcome and per-schedule bound
+    std::string message;
+    /// Proven lower bound on `size`: the smallest memory any schedule of the
+    /// graph needs (schedule-free bound), and the op that needs it.
+    Size bound = 0;
+    std::string bound_op;
+    Size size = 0;        ///< the arena of `plan`
+    double seconds = 0;
+    basic_plan<Size, Id> plan; ///< steps (recomputations, variants) and buffers
+    Size schedule_bound = 0;   ///< per-schedule bound of `plan.steps`: no placement of them is smaller
     double cost = 0;                 ///< sum of step costs of the plan
     double base_cost = 0;            ///< sum of costs of the store-all schedule (default variants, every op once)
     double fastest_cost = 0;         ///< the same with every op's fastest variant: what no plan can beat
     Size budget = std::numeric_limits<Size>::max();
-    /// When infeasible: the smallest memory any schedule of the graph needs
-    /// (schedule-free bound) and the op that needs it.
-    Size min_memory = 0;
-    std::string min_memory_op;
-    std::string message;
-    double seconds = 0;
     std::string planner; ///< which planner produced the plan (a portfolio names its member)
 
     /// Overhead as anchors.md defines it: cost / store-all cost - 1.
@@ -82,7 +85,7 @@ struct basic_remat_result {
     /// negative). `overhead()` may be negative when the default variants are
     /// not the fastest.
     double strict_overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
-    Size arena() const noexcept { return planned.plan.arena_bytes; }
+    Size arena() const noexcept { return size; } ///< `size`, by its name in this field
 };
 
 using remat_result = basic_remat_result<>;

@@ -125,7 +125,7 @@ private:
                     return r;
                 }
             r.status = status::optimal;
-            r.objective = r.best_bound = m.objective_offset;
+            r.objective = r.bound = m.objective_offset;
             return r;
         }
 
@@ -174,13 +174,13 @@ private:
         }
         // CBC reports the bound in the model's own sense, without the offset.
         double bound = Cbc_getBestPossibleObjValue(model);
-        if (std::fabs(bound) < 1e300) r.best_bound = bound + m.objective_offset;
-        if (found && !std::isnan(r.best_bound))
-            r.best_bound = minimize ? std::min(r.best_bound, r.objective) : std::max(r.best_bound, r.objective);
+        if (std::fabs(bound) < 1e300) r.bound = bound + m.objective_offset;
+        if (found && !std::isnan(r.bound))
+            r.bound = minimize ? std::min(r.bound, r.objective) : std::max(r.bound, r.objective);
 
         if (Cbc_isProvenOptimal(model) && found) {
             r.status = status::optimal;
-            r.best_bound = r.objective;
+            r.bound = r.objective;
         } else if (Cbc_isContinuousUnbounded(model)) {
             r.status = status::unbounded;
             r.message = is_mip ? "LP relaxation is unbounded" : "LP is unbounded";

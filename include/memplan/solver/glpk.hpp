@@ -357,7 +357,7 @@ struct glpk_solver {
         if (!is_mip) {
             r.status = status::optimal;
             r.objective = obj;
-            r.best_bound = obj;
+            r.bound = obj;
             r.values = std::move(out);
             return finish(std::move(r));
         }
@@ -374,10 +374,10 @@ struct glpk_solver {
             r.objective = obj;
             bound = minimize ? std::min(bound, obj) : std::max(bound, obj);
         }
-        r.best_bound = bound;
+        r.bound = bound;
         if (mip_rc == 0 && mip_status == GLP_OPT) {
             r.status = status::optimal;
-            r.best_bound = obj;
+            r.bound = obj;
         } else if (mip_rc == 0 && mip_status == GLP_NOFEAS) {
             r.status = status::infeasible;
             r.message = "no integer solution exists (branch-and-bound exhausted)";
@@ -425,7 +425,7 @@ private:
         }
         if (rc == 0 && st == GLP_OPT) {
             r.status = status::optimal;
-            r.best_bound = obj;
+            r.bound = obj;
         } else if (auto why = check_solution(m, x, 1e-3)) {
             r.status = status::error;
             r.message = "glp_interior stopped early (code " + std::to_string(rc) + ") at a point that fails the check: " +

@@ -120,7 +120,7 @@ struct milp_result {
     double objective = 0;  ///< of `values`, offset included (when has_solution)
     /// Proven bound on the optimum in the objective's direction (a lower bound
     /// when minimising); equal to `objective` when optimal. NaN when unknown.
-    double best_bound = std::numeric_limits<double>::quiet_NaN();
+    double bound = std::numeric_limits<double>::quiet_NaN();
     std::vector<double> values; ///< one per column (when has_solution)
     double seconds = 0;         ///< wall time of the solve
     std::int64_t nodes = 0;     ///< branch-and-bound nodes (0 for an LP)
@@ -129,9 +129,9 @@ struct milp_result {
     /// |objective - bound| / max(|objective|, 1e-9); 0 when optimal, NaN when
     /// there is no solution or no bound.
     double gap() const noexcept {
-        if (!has_solution(status) || std::isnan(best_bound)) return std::numeric_limits<double>::quiet_NaN();
+        if (!has_solution(status) || std::isnan(bound)) return std::numeric_limits<double>::quiet_NaN();
         if (status == memplan::status::optimal) return 0;
-        return std::fabs(objective - best_bound) / std::max(std::fabs(objective), 1e-9);
+        return std::fabs(objective - bound) / std::max(std::fabs(objective), 1e-9);
     }
 };
 

@@ -43,7 +43,7 @@ struct best_heuristic {
         constexpr std::size_t passes = 5;
         struct outcome {
             bool ok = false;
-            Size height = 0;
+            Size size = 0;
             std::vector<Size> offsets;
         };
         std::array<outcome, passes> out;
@@ -66,8 +66,8 @@ struct best_heuristic {
             }
             }
             if (!o.ok) return;
-            o.height = placement_height(p, o.offsets);
-            if (o.height == lb) {
+            o.size = placement_height(p, o.offsets);
+            if (o.size == lb) {
                 std::size_t seen = first_optimal.load();
                 while (k < seen && !first_optimal.compare_exchange_weak(seen, k)) {
                 }
@@ -111,16 +111,16 @@ struct best_heuristic {
         basic_alloc_result<Size> best;
         bool have = false;
         for (std::size_t k = 0; k < passes && k <= first_optimal.load(); ++k) {
-            if (!out[k].ok || (have && out[k].height >= best.height)) continue;
+            if (!out[k].ok || (have && out[k].size >= best.size)) continue;
             have = true;
-            best.height = out[k].height;
+            best.size = out[k].size;
             best.offsets = std::move(out[k].offsets);
         }
         if (have) {
             detail::finish_result(p, best, lb);
         } else {
             best = detail::overflow_result(p);
-            best.lower_bound = lb;
+            best.bound = lb;
         }
         best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return best;

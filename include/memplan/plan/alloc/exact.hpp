@@ -284,14 +284,14 @@ struct exact {
         validate(problem);
         basic_alloc_result<Size> res;
         res.offsets.assign(problem.items.size(), 0);
-        res.lower_bound = lower_bound(problem);
+        res.bound = lower_bound(problem);
         const auto prep = detail::exact_prepare(problem);
         const auto& in = prep.instance;
         const std::uint64_t align = prep.align;
         const std::uint64_t cap = capacity ? capacity : static_cast<std::uint64_t>(problem.capacity);
         auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
 
-        std::uint64_t best_height = 0, proven_lb = res.lower_bound;
+        std::uint64_t best_height = 0, proven_lb = res.bound;
         std::vector<std::uint64_t> best; // units
         bool have_best = false;
         detail::exact_decider decider(in);
@@ -307,7 +307,7 @@ struct exact {
             if (have_best)
                 for (std::size_t k = 0; k < prep.index.size(); ++k)
                     res.offsets[prep.index[k]] = static_cast<Size>(best[k] * align);
-            res.height = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
+            res.size = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
             res.status = st;
             res.message = std::move(message);
             // Every placement returned passes the independent validator.
@@ -320,13 +320,13 @@ struct exact {
         };
         if (in.num_buffers() == 0) {
             have_best = true;
-            return finish(cap && res.lower_bound > cap ? memplan::status::infeasible : memplan::status::optimal, "");
+            return finish(cap && res.bound > cap ? memplan::status::infeasible : memplan::status::optimal, "");
         }
 
         if (cap > 0) { // decision
-            if (res.lower_bound > cap)
+            if (res.bound > cap)
                 return finish(memplan::status::infeasible,
-                              "lower bound " + std::to_string(res.lower_bound) + " exceeds capacity " +
+                              "lower bound " + std::to_string(res.bound) + " exceeds capacity " +
                                   std::to_string(cap));
             std::vector<std::uint64_t> off;
             const auto r = decider.decide(cap, align, deadline, off);
@@ -334,7 +334,7 @@ struct exact {
                 best = std::move(off);
                 have_best = true;
                 best_height = detail::exact_height(in, best, align);
-                return finish(best_height == res.lower_bound ? memplan::status::optimal : memplan::status::feasible,
+                return finish(best_height == res.bound ? memplan::status::optimal : memplan::status::feasible,
                               "");
             }
             if (r == detail::exact_outcome::not_found)
@@ -356,7 +356,7 @@ struct exact {
         const bool aligned = std::all_of(h.offsets.begin(), h.offsets.end(),
                                          [&](Size o) { return static_cast<std::uint64_t>(o) % align == 0; });
         if (has_solution(h.status) && aligned && h.offsets.size() == problem.items.size() &&
-            static_cast<std::uint64_t>(h.height) < best_height) {
+            static_cast<std::uint64_t>(h.size) < best_height) {
             for (std::size_t k = 0; k < prep.index.size(); ++k)
                 best[k] = static_cast<std::uint64_t>(h.offsets[prep.index[k]]) / align;
             best_height = detail::exact_height(in, best, align);
@@ -384,7 +384,7 @@ struct exact {
             }
         }
         const bool proven = best_height <= proven_lb;
-        res.lower_bound = static_cast<Size>(std::min(best_height, proven_lb));
+        res.bound = static_cast<Size>(std::min(best_height, proven_lb));
         return finish(proven ? memplan::status::optimal : memplan::status::feasible,
                       !proven && within_gap() ? "within the relative gap of the lower bound" : "");
     }

@@ -73,7 +73,7 @@ struct ilp_order {
             r.seconds = elapsed();
             return r;
         }
-        if (static_cast<double>(r.peak - std::min(r.peak, r.bound)) <= gap * static_cast<double>(r.peak)) {
+        if (static_cast<double>(r.size - std::min(r.size, r.bound)) <= gap * static_cast<double>(r.size)) {
             r.message = "greedy order within the relative gap of the lower bound (" + r.message + "); no MILP needed";
             r.seconds = elapsed();
             return r;
@@ -103,13 +103,13 @@ struct ilp_order {
             return r;
         }
         size_type bound = r.bound;
-        if (!std::isnan(mr.best_bound) && mr.best_bound > 0) {
-            const double units = std::ceil(mr.best_bound - 1e-6);
+        if (!std::isnan(mr.bound) && mr.bound > 0) {
+            const double units = std::ceil(mr.bound - 1e-6);
             bound = std::max(bound, static_cast<size_type>(static_cast<size_type>(units) *
                                                            static_cast<size_type>(om->unit)));
         }
         auto best = greedy_order_ids;
-        size_type best_peak = r.peak;
+        size_type best_peak = r.size;
         std::string kept = "kept the greedy order";
         if (has_solution(mr.status)) {
             auto mine = detail::order_from_solution(g, index, greedy_order_ids, *om, mr.values);
