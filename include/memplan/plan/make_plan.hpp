@@ -1,8 +1,11 @@
 // From a graph and a schedule to a placed plan: liveness, then one allocation
 // item per block (a buffer and the in-place outputs that take it over), then
-// an allocation policy places the blocks in one arena.
+// an allocation policy places the blocks in one arena. The plan is checked
+// by the independent validator before it is returned: a plan it rejects is a
+// bug report (status `error`, the report as message), never a result.
 #pragma once
 
+#include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/plan.hpp>
@@ -16,6 +19,10 @@ namespace memplan {
 struct plan_options {
     std::uint64_t alignment = 256; ///< every offset a multiple of it
     liveness_options liveness{};
+    /// Run `check_plan` on the result (O(n log n) in steps and buffers; see
+    /// docs/architecture.md for its cost). Planners that place many
+    /// candidate schedules turn it off for those and check what they return.
+    bool validate = true;
 };
 
 /// A plan with the figures of how it was made.
@@ -60,8 +67,24 @@ basic_alloc_problem<Size> allocation_problem(const basic_liveness<Size, Id>& liv
     return p;
 }
 
+namespace detail {
+
+/// When `p` fails the validator: status `error` and the report as the
+/// message (a planner bug to report, never a result to use).
+template <class Graph, class Plan>
+void reject_invalid_plan(const Graph& g, const Plan& p, memplan::status& status, std::string& message) {
+    const auto report = check_plan(g, p);
+    if (report.ok()) return;
+    status = memplan::status::error;
+    message = "internal error (please report it): the plan fails check_plan: " + report.to_string();
+    if (!message.empty() && message.back() == '\n') message.pop_back();
+}
+
+} // namespace detail
+
 /// Places the buffers of schedule `s` with allocation policy `alloc`.
-/// Throws on a malformed schedule; the allocator's outcome is in `status`.
+/// Throws on a malformed schedule; the allocator's outcome is in `status`,
+/// or `error` with the validator's report when the plan fails `check_plan`.
 template <class Graph, class Allocator>
     requires AllocatorLike<Allocator, typename Graph::size_type>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
@@ -91,6 +114,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
         }
         out.plan.arena_bytes = arena;
         out.size = arena;
+        if (opt.validate) detail::reject_invalid_plan(g, out.plan, out.status, out.message);
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;

@@ -291,7 +291,24 @@ struct remat_planner {
         const auto t0 = std::chrono::steady_clock::now();
         const remat_options o = opt.until(opt.limit());
         const remat_context<Graph> ctx(g);
-        return static_cast<const Planner&>(*this).plan(ctx, o, t0);
+        auto r = static_cast<const Planner&>(*this).plan(ctx, o, t0);
+        if (r.bound == 0 && g.num_ops() > 0) {
+            const auto need = ctx.min_memory();
+            r.bound = need.first;
+            r.bound_op = need.second;
+        }
+        // What the library returns is checked by the independent validator.
+        if (has_solution(r.status)) {
+            if (r.size > opt.budget) {
+                r.status = status::error;
+                r.message = "internal error (please report it): planner '" + r.planner + "' returned an arena of " +
+                            std::to_string(r.size) + " bytes over the budget of " + std::to_string(opt.budget);
+            } else {
+                detail::reject_invalid_plan(g, r.plan, r.status, r.message);
+            }
+        }
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return r;
     }
 };
 
@@ -304,6 +321,7 @@ place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, s
              std::uint64_t alignment, memplan::deadline exact_until) {
     plan_options po;
     po.alignment = alignment;
+    po.validate = false; // one of many candidates: the planner's entry checks the plan it returns
     auto planned = make_plan(g, s, best_heuristic{}, po);
     if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.bound <= budget &&
         !exact_until.expired()) {
