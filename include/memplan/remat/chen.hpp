@@ -198,7 +198,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
                                    have_best);
                 if (have_best)
                     progress.maybe(opt, name, best.plan.arena_bytes,
-                                   ctx.base_cost() > 0 ? best_cost / ctx.base_cost() - 1 : 0);
+                                   ctx.fastest_cost() > 0 ? best_cost / ctx.fastest_cost() - 1 : 0);
             }
             // The exact placement may close a small gap the heuristics leave:
             // try it on the sweep's plans, smallest lower bound first, with

@@ -435,7 +435,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
         remat_progress pr;
         pr.planner = name;
         pr.best_arena = found ? best.plan.arena_bytes : 0;
-        pr.best_overhead = found ? best_cost / ctx.base_cost() - 1.0 : 0.0;
+        pr.best_overhead = found && ctx.fastest_cost() > 0 ? best_cost / ctx.fastest_cost() - 1.0 : 0.0;
         pr.elapsed_seconds = detail::seconds_since(t0);
         opt.on_progress(pr);
     };

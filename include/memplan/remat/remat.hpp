@@ -73,18 +73,20 @@ struct basic_remat_result {
     basic_plan<Size, Id> plan; ///< steps (recomputations, variants) and buffers
     Size schedule_bound = 0;   ///< per-schedule bound of `plan.steps`: no placement of them is smaller
     double cost = 0;                 ///< sum of step costs of the plan
-    double base_cost = 0;            ///< sum of costs of the store-all schedule (default variants, every op once)
-    double fastest_cost = 0;         ///< the same with every op's fastest variant: what no plan can beat
+    double fastest_cost = 0;         ///< store-all (every op once) with every op's fastest variant: what no plan can beat
+    double base_cost = 0;            ///< store-all with every op's default variant (`default_variant_overhead`)
     Size budget = std::numeric_limits<Size>::max();
     std::string planner; ///< which planner produced the plan (a portfolio names its member)
 
-    /// Overhead as anchors.md defines it: cost / store-all cost - 1.
-    double overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
-    /// Overhead against store-all run with every op's fastest variant: the
-    /// price of recomputation and of slower, leaner variants alone (never
-    /// negative). `overhead()` may be negative when the default variants are
-    /// not the fastest.
-    double strict_overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
+    /// The compute overhead: cost / (cost of store-all with every op's
+    /// fastest variant) - 1, what a framework runs without
+    /// rematerialization and what MONeT measures against. The price of
+    /// recomputation and of slower, leaner variants; never negative.
+    double overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
+    /// cost / (cost of store-all with every op's default variant) - 1: may
+    /// be negative when the defaults are not the fastest (a slow default
+    /// convolution algorithm), so it is never the headline figure.
+    double default_variant_overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
     Size arena() const noexcept { return size; } ///< `size`, by its name in this field
 };
 
