@@ -74,11 +74,11 @@ void run(benchmark::State& state, const alloc_problem& p, std::string_view alloc
     alloc_result r;
     for (auto _ : state) {
         r = allocate(allocator, p);
-        benchmark::DoNotOptimize(r.height);
+        benchmark::DoNotOptimize(r.size);
     }
     if (!has_solution(r.status)) state.SkipWithError(r.message.c_str());
-    state.counters["height"] = static_cast<double>(r.height);
-    state.counters["lower_bound"] = static_cast<double>(r.lower_bound);
+    state.counters["height"] = static_cast<double>(r.size);
+    state.counters["lower_bound"] = static_cast<double>(r.bound);
     state.counters["ratio"] = r.ratio();
     state.counters["buffers"] = static_cast<double>(p.items.size());
 }

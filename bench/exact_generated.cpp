@@ -128,13 +128,13 @@ void bm_family(benchmark::State& state, std::size_t which) {
             const double ratio = h.ratio();
             sum.heur_sum += ratio;
             sum.heur_max = std::max(sum.heur_max, ratio);
-            sum.heur_at_lb += h.height == h.lower_bound;
+            sum.heur_at_lb += h.size == h.bound;
 
             exact policy;
             policy.time_limit_seconds = opts.limit;
             const auto r = policy.place(p);
             const bool valid = has_solution(r.status) && check_placement(p, r.offsets, p.capacity).ok() &&
-                               r.height <= cap;
+                               r.size <= cap;
             if (valid) {
                 ++sum.solved;
                 sum.seconds.push_back(r.seconds);

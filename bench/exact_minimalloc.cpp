@@ -21,12 +21,12 @@ void bm_exact(benchmark::State& state, const std::string& instance) {
     policy.time_limit_seconds = 60;
     memplan::alloc_result r;
     for (auto _ : state) r = policy.place(p);
-    state.counters["height"] = static_cast<double>(r.height);
-    state.counters["lower_bound"] = static_cast<double>(r.lower_bound);
+    state.counters["height"] = static_cast<double>(r.size);
+    state.counters["lower_bound"] = static_cast<double>(r.bound);
     state.counters["capacity"] = static_cast<double>(p.capacity);
     state.counters["buffers"] = static_cast<double>(p.items.size());
     const bool valid = memplan::check_placement(p, r.offsets, p.capacity).ok();
-    state.counters["solved"] = memplan::has_solution(r.status) && valid && r.height <= p.capacity ? 1 : 0;
+    state.counters["solved"] = memplan::has_solution(r.status) && valid && r.size <= p.capacity ? 1 : 0;
     state.counters["seconds"] = r.seconds;
 }
 

@@ -39,14 +39,14 @@ void offset_milp(benchmark::State& state) {
     memplan::milp_alloc_outcome<std::uint64_t> r;
     for (auto _ : state) {
         r = alloc.solve(p);
-        benchmark::DoNotOptimize(r.height);
+        benchmark::DoNotOptimize(r.size);
     }
     state.counters["status"] = static_cast<double>(static_cast<int>(r.status));
-    state.counters["objective"] = static_cast<double>(r.height);
+    state.counters["objective"] = static_cast<double>(r.size);
     state.counters["bound"] = static_cast<double>(r.proven_bound);
     state.counters["gap"] = r.gap();
     state.counters["seconds"] = r.seconds;
-    state.counters["lb"] = static_cast<double>(r.lower_bound);
+    state.counters["lb"] = static_cast<double>(r.bound);
     state.counters["warm"] = static_cast<double>(
         memplan::placement_height(p, memplan::detail::first_fit_by_size(p)));
     state.counters["nodes"] = static_cast<double>(r.nodes);
@@ -62,14 +62,14 @@ void offset_exact(benchmark::State& state) {
     memplan::alloc_result r;
     for (auto _ : state) {
         r = alloc.place(p);
-        benchmark::DoNotOptimize(r.height);
+        benchmark::DoNotOptimize(r.size);
     }
     state.counters["status"] = static_cast<double>(static_cast<int>(r.status));
-    state.counters["objective"] = static_cast<double>(r.height);
-    state.counters["bound"] = static_cast<double>(r.lower_bound);
-    state.counters["gap"] = r.height == 0 ? 0.0
-                                          : static_cast<double>(r.height - std::min(r.height, r.lower_bound)) /
-                                                static_cast<double>(r.height);
+    state.counters["objective"] = static_cast<double>(r.size);
+    state.counters["bound"] = static_cast<double>(r.bound);
+    state.counters["gap"] = r.size == 0 ? 0.0
+                                          : static_cast<double>(r.size - std::min(r.size, r.bound)) /
+                                                static_cast<double>(r.size);
     state.counters["seconds"] = r.seconds;
     state.counters["lb"] = static_cast<double>(memplan::lower_bound(p));
 }

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
             oo.time_limit_seconds = time_limit;
             const auto ordered = memplan::order_by_name("ilp", g, memplan::glpk_solver{}, oo);
             auto planned = memplan::make_plan(g, ordered.schedule, memplan::best_heuristic{}, {});
-            if (planned.plan.arena_bytes > planned.lower_bound) {
+            if (planned.plan.arena_bytes > planned.bound) {
                 memplan::exact ex;
                 ex.time_limit_seconds = 1.0;
                 auto better = memplan::make_plan(g, ordered.schedule, ex, {});
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
                             [&](const auto& st) { return st.variant == memplan::default_variant(g, st.op); });
             const auto covering = default_variants ? any_order : any_variant;
             const bool ok = memplan::check_plan(g, planned.plan).ok() && memplan::check_plan(g, baseline.plan).ok() &&
-                            any_order >= any_variant && ordered.peak >= covering &&
+                            any_order >= any_variant && ordered.size >= covering &&
                             planned.plan.arena_bytes >= covering && lb_default >= any_order &&
                             baseline.plan.arena_bytes >= any_order;
             const auto base = static_cast<double>(baseline.plan.arena_bytes);
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
             std::printf("%s%-12s%s%5zu%s%7zu%s%5zu%s%9.3fG%s%9.3fG%s%9.3fG%s%9.3fG%s%9.3fG%s%9.3fG%s%6.1f%%%s%6.1f%%%s"
                         "%9.1f%%%s%7.2f%s%s\n",
                         markdown ? "| " : "", model.c_str(), sep, memplan::resolve_zoo_options(model, o).batch, sep,
-                        g.num_tensors(), sep, g.num_ops(), sep, gib(lb_default), sep, gib(ordered.peak), sep,
+                        g.num_tensors(), sep, g.num_ops(), sep, gib(lb_default), sep, gib(ordered.size), sep,
                         gib(any_order), sep, gib(any_variant), sep, gib(baseline.plan.arena_bytes), sep,
                         gib(planned.plan.arena_bytes), sep, 100 * saved, sep, 100 * most, sep, 100 * most_variant, sep,
                         secs, markdown ? " |" : "", ok ? "" : "  INVALID PLAN OR BOUND");

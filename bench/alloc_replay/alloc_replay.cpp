@@ -186,7 +186,7 @@ trace make_trace(std::string_view model) {
     }
     const auto placed = best_heuristic{}.place(transient);
     if (!has_solution(placed.status)) throw error("bench", "best_heuristic failed on " + std::string(model));
-    t.arena_bytes = placed.height;
+    t.arena_bytes = placed.size;
     t.plan_arena_bytes = make_plan(g, s, best_heuristic{}).plan.arena_bytes;
 
     t.alloc_at.resize(s.size());

@@ -102,7 +102,7 @@ inline remat_result min_budget_plan(const graph& g, const std::string& name, std
         ro.budget = hi / 5 * 4;
         auto got = plan_remat(name, g, ro);
         if (!has_solution(got.status) || got.arena() > ro.budget) {
-            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.min_memory) : ro.budget;
+            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.bound) : ro.budget;
             break;
         }
         hi = got.arena();
@@ -115,7 +115,7 @@ inline remat_result min_budget_plan(const graph& g, const std::string& name, std
             hi = got.arena();
             best = std::move(got);
         } else {
-            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.min_memory) : ro.budget;
+            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.bound) : ro.budget;
         }
     }
     return best;
@@ -175,7 +175,7 @@ inline example_plan plan_example(const model& m, const graph& g, const train_opt
                                   " bytes: " + std::string(to_string(r.status)) +
                                   (r.message.empty() ? "" : " (" + r.message + ")"));
     if (o.budget_percent <= 0) out.budget = r.arena();
-    out.plan = r.planned.plan;
+    out.plan = r.plan;
     const auto report = check_plan(g, out.plan);
     if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
     std::size_t non_default = 0;

@@ -135,7 +135,7 @@ inline memplan::remat_result store_all_checked(const memplan::graph& g, const me
 
 /// A rematerialization plan the validator rejects is an internal error.
 inline void check_remat_plan(const memplan::graph& g, const memplan::remat_result& r) {
-    const auto report = memplan::check_plan(g, r.planned.plan);
+    const auto report = memplan::check_plan(g, r.plan);
     if (!report.ok())
         throw internal_error("rematerialization planner '" + r.planner + "' made an invalid plan for graph '" +
                              g.name() + "':\n" + report.to_string());

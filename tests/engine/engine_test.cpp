@@ -204,8 +204,8 @@ model_figures check_model(const setup& s, int steps) {
     ro.time_limit_seconds = 2;
     const auto store_all = plan_remat("store_all", s.g, ro);
     REQUIRE(has_solution(store_all.status));
-    REQUIRE(!reorders_arithmetic(s, store_all.planned.plan));
-    check_against_naive(s, store_all.planned.plan, naive, steps, f);
+    REQUIRE(!reorders_arithmetic(s, store_all.plan));
+    check_against_naive(s, store_all.plan, naive, steps, f);
     const std::uint64_t sa = store_all.arena();
 
     // The default planner at store-all and at half of it (the example
@@ -219,14 +219,14 @@ model_figures check_model(const setup& s, int steps) {
                                << " (" << r.planner << ", predicted overhead " << 100 * r.overhead() << " %)");
         REQUIRE(has_solution(r.status));
         REQUIRE(r.arena() <= budget);
-        check_against_naive(s, r.planned.plan, naive, steps, f);
+        check_against_naive(s, r.plan, naive, steps, f);
     }
     const auto smallest = mx::min_budget_plan(s.g, "auto", sa, 2, 6);
     REQUIRE(has_solution(smallest.status));
     MESSAGE(s.m.net.name() << " smallest arena " << smallest.arena() << " of store-all " << sa << ", "
-                           << recomputed_steps(s, smallest.planned.plan) << " recomputed steps, "
-                           << variant_steps(smallest.planned.plan) << " non-default variants");
-    check_against_naive(s, smallest.planned.plan, naive, steps, f);
+                           << recomputed_steps(s, smallest.plan) << " recomputed steps, "
+                           << variant_steps(smallest.plan) << " non-default variants");
+    check_against_naive(s, smallest.plan, naive, steps, f);
 
     // Every alternative variant at once (im2col, batch-norm from the output,
     // ReLU from the mask) on the store-all schedule.

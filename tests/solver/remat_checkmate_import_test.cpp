@@ -78,13 +78,13 @@ TEST_CASE_TEMPLATE("remat.checkmate_format.80_and_90_percent_of_the_peak", S, ME
             CAPTURE(round);
             CAPTURE(f);
             if (has_solution(a.status)) {
-                const auto report = check_plan(g, a.planned.plan);
+                const auto report = check_plan(g, a.plan);
                 INFO(report.to_string());
                 CHECK(report.ok());
                 CHECK(a.arena() <= o.budget);
             }
             if (has_solution(cm.status)) {
-                CHECK(check_plan(g, cm.planned.plan).ok());
+                CHECK(check_plan(g, cm.plan).ok());
                 REQUIRE(has_solution(a.status));
                 CHECK(a.cost <= cm.cost + 1e-9);
                 ++compared;

@@ -149,7 +149,7 @@ TEST_CASE_TEMPLATE("solver.lp.known_optimum", S, MEMPLAN_SOLVERS) {
     const auto r = S{}.solve(small_lp(), {});
     REQUIRE(r.status == status::optimal);
     CHECK(r.objective == doctest::Approx(11));
-    CHECK(r.best_bound == doctest::Approx(11));
+    CHECK(r.bound == doctest::Approx(11));
     REQUIRE(r.values.size() == 2);
     CHECK(r.values[0] == doctest::Approx(3));
     CHECK(r.values[1] == doctest::Approx(1));
@@ -161,7 +161,7 @@ TEST_CASE_TEMPLATE("solver.milp.knapsack", S, MEMPLAN_SOLVERS) {
     const auto r = S{}.solve(m, {});
     REQUIRE(r.status == status::optimal);
     CHECK(r.objective == doctest::Approx(21));
-    CHECK(r.best_bound == doctest::Approx(21));
+    CHECK(r.bound == doctest::Approx(21));
     CHECK(r.gap() == 0);
     CHECK_FALSE(check_solution(m, r.values));
     CHECK(r.values[0] == 0);
@@ -276,13 +276,13 @@ TEST_CASE_TEMPLATE("solver.time_limit_gives_incumbent_and_bound", S, MEMPLAN_SOL
     REQUIRE(has_solution(r.status));
     CHECK_FALSE(check_solution(m, r.values));
     CHECK(r.objective <= objective_value(m, m.incumbent) + 1e-6);
-    CHECK(r.best_bound >= -1e-6);
-    CHECK(r.best_bound <= r.objective + 1e-6);
+    CHECK(r.bound >= -1e-6);
+    CHECK(r.bound <= r.objective + 1e-6);
     if (r.status == status::feasible) {
         CHECK(r.gap() > 0);
         CHECK(r.nodes > 0);
     } else {
-        CHECK(r.objective == doctest::Approx(r.best_bound));
+        CHECK(r.objective == doctest::Approx(r.bound));
     }
 }
 

@@ -38,25 +38,25 @@ void check_remat_result(const Graph& g, const basic_remat_result<typename Graph:
     // there is none, or runs out of time.
     CHECK((has_solution(r.status) || r.status == status::infeasible || r.status == status::no_solution));
     if (has_solution(r.status)) {
-        const auto report = check_plan(g, r.planned.plan);
+        const auto report = check_plan(g, r.plan);
         INFO(report.to_string());
         CHECK(report.ok());
         CHECK(std::uint64_t(r.arena()) <= budget);
-        CHECK(r.cost == doctest::Approx(schedule_cost(g, r.planned.plan.steps)));
+        CHECK(r.cost == doctest::Approx(schedule_cost(g, r.plan.steps)));
         CHECK(r.cost >= r.fastest_cost - 1e-9 * std::max(1.0, r.fastest_cost)); // no plan beats the fastest variants
         CHECK(r.fastest_cost <= r.base_cost + 1e-9 * std::max(1.0, r.base_cost));
         return;
     }
     // Without a plan the message says why, and names the bound.
     CHECK(!r.message.empty());
-    CHECK(r.min_memory > 0);
-    CHECK(r.message.find(std::to_string(r.min_memory)) != std::string::npos);
+    CHECK(r.bound > 0);
+    CHECK(r.message.find(std::to_string(r.bound)) != std::string::npos);
     if (r.status == status::infeasible) {
-        CHECK(std::uint64_t(r.min_memory) > budget); // infeasible only below the bound it names
-        CHECK(!r.min_memory_op.empty());
-        CHECK(r.message.find("'" + r.min_memory_op + "'") != std::string::npos);
+        CHECK(std::uint64_t(r.bound) > budget); // infeasible only below the bound it names
+        CHECK(!r.bound_op.empty());
+        CHECK(r.message.find("'" + r.bound_op + "'") != std::string::npos);
     } else {
-        CHECK(std::uint64_t(r.min_memory) <= budget); // below it, the answer is a proof, not a timeout
+        CHECK(std::uint64_t(r.bound) <= budget); // below it, the answer is a proof, not a timeout
     }
 }
 
@@ -79,14 +79,14 @@ remat_contract_summary check_remat_contract(const Planner& planner, const Graph&
         } else {
             if (r.status == status::infeasible) ++sum.infeasible;
             // One graph, one schedule-free bound, whatever the budget.
-            if (sum.min_memory != 0) CHECK(std::uint64_t(r.min_memory) == sum.min_memory);
+            if (sum.min_memory != 0) CHECK(std::uint64_t(r.bound) == sum.min_memory);
         }
         return r;
     };
     // One byte fits nothing: every planner proves it and names the bound.
     const auto tiny = run(1);
     REQUIRE(tiny.status == status::infeasible);
-    sum.min_memory = tiny.min_memory;
+    sum.min_memory = tiny.bound;
     REQUIRE(sum.min_memory > 1);
     CHECK(run(sum.min_memory - 1).status == status::infeasible);
     CHECK(run(sum.min_memory).status != status::infeasible);

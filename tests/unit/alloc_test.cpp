@@ -51,7 +51,7 @@ void check_valid(const basic_alloc_problem<Size>& p, const basic_alloc_result<Si
         }
         live_sum += a.size;
     }
-    CHECK(r.height == height);
+    CHECK(r.size == height);
     // The lower bound by brute force over every time point.
     std::set<std::uint64_t> times;
     for (const auto& a : p.items) times.insert(a.begin);
@@ -62,9 +62,9 @@ void check_valid(const basic_alloc_problem<Size>& p, const basic_alloc_result<Si
             if (a.begin <= t && t < a.end) s += a.size;
         lb = std::max(lb, s);
     }
-    CHECK(r.lower_bound == lb);
-    CHECK(r.height >= r.lower_bound);
-    CHECK(r.status == (r.height == r.lower_bound ? status::optimal : status::feasible));
+    CHECK(r.bound == lb);
+    CHECK(r.size >= r.bound);
+    CHECK(r.status == (r.size == r.bound ? status::optimal : status::feasible));
     (void)live_sum;
 }
 
@@ -122,7 +122,7 @@ TEST_CASE_TEMPLATE("alloc.every_heuristic.properties_on_random_problems", A, no_
         const auto r = A{}.place(p);
         CAPTURE(round);
         check_valid(p, r);
-        CHECK(r.height <= sum_aligned(p));
+        CHECK(r.size <= sum_aligned(p));
         if (std::string_view(A::name) == "no_reuse") {
             // Stacked in item order: each offset is the aligned sizes before it.
             std::uint64_t top = 0;
@@ -145,8 +145,8 @@ TEST_CASE("alloc.no_reuse.height_is_the_sum_of_aligned_sizes") {
     const auto r = no_reuse{}.place(p);
     check_valid(p, r);
     CHECK(r.offsets == std::vector<std::uint64_t>{0, 32, 0, 0, 160});
-    CHECK(r.height == 224); // 32 + 128 + 64, the last item already aligned
-    CHECK(r.height == sum_aligned(p));
+    CHECK(r.size == 224); // 32 + 128 + 64, the last item already aligned
+    CHECK(r.size == sum_aligned(p));
     CHECK(r.status == status::feasible);
 }
 
@@ -156,12 +156,12 @@ TEST_CASE("alloc.greedy_by_size.chain_reaches_the_lower_bound") {
     const auto p = chain();
     const auto r = greedy_by_size{}.place(p);
     check_valid(p, r);
-    CHECK(r.lower_bound == 74);
-    CHECK(r.height == 74);
+    CHECK(r.bound == 74);
+    CHECK(r.size == 74);
     CHECK(r.status == status::optimal);
     CHECK(r.offsets == std::vector<std::uint64_t>{0, 36, 0, 36, 64, 0, 64});
-    CHECK(no_reuse{}.place(p).height == 194);
-    CHECK(best_heuristic{}.place(p).height == 74);
+    CHECK(no_reuse{}.place(p).size == 194);
+    CHECK(best_heuristic{}.place(p).size == 74);
 }
 
 TEST_CASE("alloc.greedy.stacks_only_on_items_that_overlap_in_time") {
@@ -171,7 +171,7 @@ TEST_CASE("alloc.greedy.stacks_only_on_items_that_overlap_in_time") {
     auto r = greedy_by_size{}.place(p);
     check_valid(p, r);
     CHECK(r.offsets == std::vector<std::uint64_t>{0, 100, 180, 150, 100});
-    CHECK(r.height == 200);
+    CHECK(r.size == 200);
 
     // By start (ties larger first): the three 40s at 0, 40, 80; the 30 at
     // 120 and the 20 at 150. The 25 ([2,3)) overlaps only the 40s: at 120.
@@ -225,14 +225,14 @@ TEST_CASE("alloc.online_best_fit.fragments_where_greedy_does_not") {
     const auto p = fragmenting();
     const auto online = online_best_fit{}.place(p);
     check_valid(p, online);
-    CHECK(online.lower_bound == 4);
+    CHECK(online.bound == 4);
     CHECK(online.offsets == std::vector<std::uint64_t>{0, 2, 3});
-    CHECK(online.height == 6);
+    CHECK(online.size == 6);
     CHECK(online.status == status::feasible);
     const auto g = greedy_by_size{}.place(p);
-    CHECK(g.height == 4);
+    CHECK(g.size == 4);
     CHECK(g.status == status::optimal);
-    CHECK(best_heuristic{}.place(p).height == 4);
+    CHECK(best_heuristic{}.place(p).size == 4);
 }
 
 TEST_CASE("alloc.online_best_fit.reuses_coalesced_holes_and_the_free_top") {
@@ -242,7 +242,7 @@ TEST_CASE("alloc.online_best_fit.reuses_coalesced_holes_and_the_free_top") {
     auto r = online_best_fit{}.place(p);
     check_valid(p, r);
     CHECK(r.offsets == std::vector<std::uint64_t>{0, 4, 8, 0});
-    CHECK(r.height == 12);
+    CHECK(r.size == 12);
     p = items({{2, 0, 2}, {6, 0, 1}, {8, 1, 3}});
     // t=0: 6 at 0, 2 at 6 (arena 8); t=1: hole [0,6), 8 does not fit, the hole
     // is not at the top: 8 at 8.
@@ -254,7 +254,7 @@ TEST_CASE("alloc.online_best_fit.reuses_coalesced_holes_and_the_free_top") {
     r = online_best_fit{}.place(p);
     check_valid(p, r);
     CHECK(r.offsets == std::vector<std::uint64_t>{0, 6, 6});
-    CHECK(r.height == 14);
+    CHECK(r.size == 14);
 }
 
 TEST_CASE("alloc.every_heuristic.empty_and_dead_items") {
@@ -263,13 +263,13 @@ TEST_CASE("alloc.every_heuristic.empty_and_dead_items") {
         alloc_problem empty;
         auto r = allocate(name, empty);
         CHECK(r.status == status::optimal);
-        CHECK(r.height == 0);
+        CHECK(r.size == 0);
         CHECK(r.offsets.empty());
         auto p = items({{0, 0, 5}, {10, 3, 3}, {16, 1, 2}}, 8);
         r = allocate(name, p);
         check_valid(p, r);
         CHECK(r.offsets == std::vector<std::uint64_t>{0, 0, 0});
-        CHECK(r.height == 16);
+        CHECK(r.size == 16);
         CHECK(r.status == status::optimal);
     }
 }
@@ -289,7 +289,7 @@ TEST_CASE("alloc.every_heuristic.overflow_is_an_error_status") {
     q.items = {{0x90000000u, 0, 2}, {0x90000000u, 1, 3}};
     CHECK_THROWS_AS(greedy_by_size{}.place(q), error); // the lower bound overflows
     q.items = {{0x90000000u, 0, 1}, {0x90000000u, 1, 2}};
-    CHECK(greedy_by_size{}.place(q).height == 0x90000000u);
+    CHECK(greedy_by_size{}.place(q).size == 0x90000000u);
     const auto r = no_reuse{}.place(q);
     CHECK(r.status == status::error);
     CHECK(r.message.find("overflow") != std::string::npos);
@@ -310,7 +310,7 @@ TEST_CASE("alloc.registry.names_and_unknown_name") {
                  "greedy_by_lifetime, online_best_fit, best_heuristic, auto, exact, milp");
     CHECK(find_allocator("milp").needs_solver);
     CHECK(!find_allocator("auto").needs_solver);
-    CHECK(allocate("greedy_by_size", chain()).height == 74);
+    CHECK(allocate("greedy_by_size", chain()).size == 74);
 }
 
 TEST_CASE("alloc.registry.make_plan_by_name") {
@@ -325,7 +325,7 @@ TEST_CASE("alloc.registry.make_plan_by_name") {
         CAPTURE(name);
         const auto planned = make_plan(g, s, name, opt);
         REQUIRE(has_solution(planned.status));
-        CHECK(planned.lower_bound == 130);
+        CHECK(planned.bound == 130);
         CHECK(planned.plan.arena_bytes >= 130);
         const auto& bufs = planned.plan.buffers;
         for (std::size_t i = 0; i < bufs.size(); ++i)
@@ -389,12 +389,12 @@ TEST_CASE("alloc.minimalloc.every_heuristic_on_the_challenging_set") {
             CAPTURE(alloc);
             const auto r = allocate(alloc, p);
             check_valid(p, r);
-            CHECK(r.lower_bound <= 1048576);
+            CHECK(r.bound <= 1048576);
             if (alloc == "greedy_by_size") {
-                by_size = r.height;
+                by_size = r.size;
                 CHECK(r.ratio() < 1.6); // 1.31-1.41 x LB, measured on this project's machines
             }
-            if (alloc == "best_heuristic") CHECK(r.height <= by_size);
+            if (alloc == "best_heuristic") CHECK(r.size <= by_size);
         }
     }
 }

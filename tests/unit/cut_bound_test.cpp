@@ -361,7 +361,7 @@ TEST_CASE("order.cut_bound.training_graphs_below_every_order_tried") {
         const auto lb_default = any_order_lower_bound(g, {.any_variant = false});
         CHECK(lb_default >= lb);
         CHECK(lb_default <= schedule_lower_bound(g, default_schedule(g)));
-        CHECK(lb_default <= order_by_name("greedy", g).peak);
+        CHECK(lb_default <= order_by_name("greedy", g).size);
         for (int k = 0; k < 40; ++k) {
             const auto order = random_topological_order(g, rng);
             REQUIRE(order.size() == g.num_ops());
@@ -406,7 +406,7 @@ TEST_CASE("order.cut_bound.training_mlp_holds_every_saved_activation") {
     CHECK(lb >= saved_bytes + weights);
     CHECK(lb > schedule_free_lower_bound(g)); // the cut sees what one op alone cannot
     CHECK(lb <= schedule_lower_bound(g, default_schedule(g)));
-    CHECK(lb <= order_by_name("greedy", g).peak);
+    CHECK(lb <= order_by_name("greedy", g).size);
 }
 
 TEST_CASE("order.cut_bound.rejects_invalid_graphs") {

@@ -70,8 +70,8 @@ void check_solves(const family& f, std::initializer_list<std::uint64_t> seeds) {
         CHECK(r.status != status::infeasible);
         REQUIRE(has_solution(r.status));
         CHECK(check_placement(p, r.offsets, p.capacity).ok());
-        CHECK(r.height <= p.capacity);
-        CHECK(r.lower_bound == p.capacity);
+        CHECK(r.size <= p.capacity);
+        CHECK(r.bound == p.capacity);
         CHECK(r.status == status::optimal);
     }
 }
@@ -116,8 +116,8 @@ TEST_CASE("alloc.exact.generated.minimise") {
         REQUIRE(has_solution(r.status));
         CHECK(check_placement(p, r.offsets).ok());
         CHECK(r.status == status::optimal);
-        CHECK(r.height == in.problem.capacity);
-        CHECK(r.lower_bound == in.problem.capacity);
+        CHECK(r.size == in.problem.capacity);
+        CHECK(r.bound == in.problem.capacity);
     }
 }
 

@@ -65,8 +65,8 @@ void require_valid(const alloc_problem& p, const alloc_result& r, std::uint64_t 
     REQUIRE(has_solution(r.status));
     REQUIRE(r.offsets.size() == p.items.size());
     CHECK(check_placement(p, r.offsets, capacity).ok());
-    CHECK(r.height == placement_height(p, r.offsets));
-    CHECK(r.height >= lower_bound(p));
+    CHECK(r.size == placement_height(p, r.offsets));
+    CHECK(r.size >= lower_bound(p));
 }
 
 std::string challenging(const std::string& name) {
@@ -79,14 +79,14 @@ TEST_CASE("alloc.exact.empty_and_trivial") {
     alloc_problem p;
     auto r = exact{}.place(p);
     CHECK(r.status == status::optimal);
-    CHECK(r.height == 0);
+    CHECK(r.size == 0);
     CHECK(r.offsets.empty());
 
     // Items with no bytes or no lifetime take no room.
     p.items = {{0, 0, 5}, {7, 3, 3}, {4, 1, 2}};
     r = exact{}.place(p);
     CHECK(r.status == status::optimal);
-    CHECK(r.height == 4);
+    CHECK(r.size == 4);
     CHECK(r.offsets.size() == 3);
 }
 
@@ -102,14 +102,14 @@ TEST_CASE("alloc.exact.brute_force_small_random") {
 
         const auto r = exact{}.place(p); // minimisation
         require_valid(p, r);
-        CHECK(r.height == best);
+        CHECK(r.size == best);
         CHECK(r.status == status::optimal);
         for (auto o : r.offsets) CHECK(o % std::max<std::uint64_t>(1, p.alignment) == 0);
 
         p.capacity = best; // decision at the optimum: must be found
         const auto at = exact{}.place(p);
         require_valid(p, at, best);
-        CHECK(at.height <= best);
+        CHECK(at.size <= best);
 
         if (best > 1) { // and one byte less (a capacity of 0 means none): proven impossible
             p.capacity = best - 1;
@@ -223,9 +223,9 @@ TEST_CASE("alloc.exact.infeasible_by_search") {
     p.capacity = 0;
     const auto m = exact{}.place(p);
     require_valid(p, m);
-    CHECK(m.height == 7);
+    CHECK(m.size == 7);
     CHECK(m.status == status::optimal);
-    CHECK(m.lower_bound == 7); // the proven bound, raised past the load of 6
+    CHECK(m.bound == 7); // the proven bound, raised past the load of 6
 }
 
 TEST_CASE("alloc.exact.alignment") {
@@ -238,7 +238,7 @@ TEST_CASE("alloc.exact.alignment") {
     auto r = exact{}.place(p);
     require_valid(p, r, 6);
     for (auto o : r.offsets) CHECK(o % 4 == 0);
-    CHECK(r.height == 6);
+    CHECK(r.size == 6);
 
     p.capacity = 5; // the 2-byte buffer cannot start at an aligned offset below 4
     r = exact{}.place(p);
@@ -247,7 +247,7 @@ TEST_CASE("alloc.exact.alignment") {
     p.capacity = 0; // minimisation finds 6 as well
     r = exact{}.place(p);
     require_valid(p, r);
-    CHECK(r.height == 6);
+    CHECK(r.size == 6);
     CHECK(r.status == status::optimal);
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("alloc.exact.minimisation_reaches_the_lower_bound") {
     p.items = {{3, 0, 4}, {2, 0, 2}, {1, 0, 6}, {2, 2, 6}, {3, 4, 8}, {2, 6, 8}};
     const auto r = exact{}.place(p);
     require_valid(p, r);
-    CHECK(r.height == lower_bound(p));
+    CHECK(r.size == lower_bound(p));
     CHECK(r.status == status::optimal);
 }
 
@@ -296,7 +296,7 @@ TEST_CASE("alloc.exact.minimalloc_challenging") {
         e.time_limit_seconds = 60;
         const auto r = e.place(p);
         require_valid(p, r, p.capacity);
-        CHECK(r.height <= p.capacity);
-        CHECK(r.lower_bound == lower_bound(p));
+        CHECK(r.size <= p.capacity);
+        CHECK(r.bound == lower_bound(p));
     }
 }

@@ -33,10 +33,10 @@ void check_result(const graph& g, const R& r) {
     const auto ids = order_of(r.schedule);
     CHECK_FALSE(check_topological_order(g, ids));
     CHECK(r.schedule == schedule_from_order(g, ids)); // default variants
-    CHECK(r.peak == schedule_lower_bound(g, r.schedule));
-    CHECK(r.bound <= r.peak);
+    CHECK(r.size == schedule_lower_bound(g, r.schedule));
+    CHECK(r.bound <= r.size);
     CHECK(r.bound >= order_lower_bound(g));
-    CHECK((r.status == status::optimal) == (r.bound == r.peak));
+    CHECK((r.status == status::optimal) == (r.bound == r.size));
 }
 
 
@@ -46,12 +46,12 @@ TEST_CASE("order.greedy.diamond") {
     const graph g = testing::order_diamond();
     const auto d = default_order{}.order(g);
     check_result(g, d);
-    CHECK(d.peak == 150);
+    CHECK(d.size == 150);
     CHECK(d.bound == 120); // the schedule-free bound: F holds 60 + 50 + 10
 
     const auto r = greedy_order{}.order(g);
     check_result(g, r);
-    CHECK(r.peak == 130);
+    CHECK(r.size == 130);
     CHECK(order_of(r.schedule) == names_to_ids(g, {"A", "B", "D", "E", "C", "F", "G"}));
     CHECK(r.status == status::feasible); // 130 is optimal, but no bound here proves it
 }
@@ -66,7 +66,7 @@ TEST_CASE("order.planners.satisfy_the_concept") {
     g.add_tensor("y", 8);
     g.add_op("p", {"x"}, {"y"});
     const auto r = greedy_order{}.order(g);
-    CHECK(r.peak == 12);
+    CHECK(r.size == 12);
     CHECK(r.status == status::optimal);
 }
 
@@ -113,20 +113,20 @@ TEST_CASE("order.greedy.against_brute_force") {
         const auto best = testing::brute_force_best_peak(g);
         for (const auto& r : {greedy_order{}.order(g), default_order{}.order(g)}) {
             check_result(g, r);
-            CHECK(r.peak >= best);
+            CHECK(r.size >= best);
             CHECK(r.bound <= best); // the bound holds for every order
-            if (r.status == status::optimal) CHECK(r.peak == best);
+            if (r.status == status::optimal) CHECK(r.size == best);
         }
         const auto r = greedy_order{}.order(g);
         // One order only: nothing to choose, so greedy must find it.
         if (testing::count_topological_orders(g) == 1) {
-            CHECK(r.peak == best);
+            CHECK(r.size == best);
             ++chains;
         }
         // Greedy keeps the listed order when nothing beats it.
-        CHECK(r.peak <= default_order{}.order(g).peak);
+        CHECK(r.size <= default_order{}.order(g).size);
         ++total;
-        if (r.peak == best) ++equal;
+        if (r.size == best) ++equal;
     }
     MESSAGE("greedy optimal on " << equal << " of " << total << " small graphs (" << chains << " with one order)");
     CHECK(equal * 10 >= total * 7); // a regression guard, well below what is measured
@@ -155,8 +155,8 @@ TEST_CASE("order.greedy.large_training_graph") {
     REQUIRE(g.num_ops() >= 9000);
     const auto r = greedy_order{}.order(g);
     check_result(g, r);
-    CHECK(r.peak <= default_order{}.order(g).peak);
-    MESSAGE(g.num_ops() << " ops: greedy peak " << r.peak << " vs listed " << default_order{}.order(g).peak
+    CHECK(r.size <= default_order{}.order(g).size);
+    MESSAGE(g.num_ops() << " ops: greedy peak " << r.size << " vs listed " << default_order{}.order(g).size
                         << " in " << r.seconds << " s (" << r.message << ")");
 }
 
@@ -173,7 +173,7 @@ TEST_CASE("order.lower_bound.step_zero_and_last_step") {
     // holds w and out (80); no op alone needs more than 135.
     CHECK(order_lower_bound(g) == 135);
     const auto r = greedy_order{}.order(g);
-    CHECK(r.peak == 135);
+    CHECK(r.size == 135);
     CHECK(r.status == status::optimal);
 }
 
@@ -209,8 +209,8 @@ TEST_CASE("order.model.incumbent_is_feasible_and_exact") {
 TEST_CASE("order.select.by_name") {
     const graph g = testing::order_diamond();
     CHECK(order_names() == std::vector<std::string_view>{"default", "greedy", "ilp"});
-    CHECK(order_by_name("default", g).peak == 150);
-    CHECK(order_by_name("greedy", g).peak == 130);
+    CHECK(order_by_name("default", g).size == 150);
+    CHECK(order_by_name("greedy", g).size == 130);
     // Without a backend linked, "ilp" by name says so (tests/solver runs it on GLPK and CBC).
     CHECK(message_of([&] { order_by_name("ilp", g); }).find("no MILP solver backend in this build") !=
           std::string::npos);

@@ -31,11 +31,11 @@ TEST_CASE("property.every_allocator.valid_and_above_lower_bound") {
             REQUIRE(has_solution(r.status));
             const auto report = check_plan(g, r.plan);
             CHECK_MESSAGE(report.ok(), report.to_string());
-            CHECK(r.plan.arena_bytes >= r.lower_bound);
+            CHECK(r.plan.arena_bytes >= r.bound);
             for (const auto& b : r.plan.buffers) aliased += b.has_alias() ? 1 : 0;
             recomputed += s.size() - g.num_ops();
-            CHECK(r.lower_bound == lower_bound(r.plan));
-            CHECK(r.lower_bound == schedule_lower_bound(g, s));
+            CHECK(r.bound == lower_bound(r.plan));
+            CHECK(r.bound == schedule_lower_bound(g, s));
             if (name == "no_reuse") {
                 // Stacked blocks: the sum of aligned block sizes, less the last block's padding.
                 std::vector<std::size_t> block_of;

@@ -207,10 +207,10 @@ void check_chain_plans(const graph& g, const remat_result& base) {
         }
         if (o.budget < need) {
             CHECK(r.status == status::infeasible);
-            CHECK(r.min_memory_op == op);
+            CHECK(r.bound_op == op);
         }
-        if (!r.planned.plan.steps.empty()) {
-            const auto report = check_plan(g, r.planned.plan);
+        if (!r.plan.steps.empty()) {
+            const auto report = check_plan(g, r.plan);
             CHECK_MESSAGE(report.ok(), report.to_string());
         }
         if (frac == 1.0) {
@@ -257,7 +257,7 @@ TEST_CASE("remat.chain.below_min_memory_is_infeasible") {
     o.budget = need - 1;
     const auto r = chain_dp{}.plan(g, o);
     CHECK(r.status == status::infeasible);
-    CHECK(r.min_memory == need);
-    CHECK(r.min_memory_op == op);
+    CHECK(r.bound == need);
+    CHECK(r.bound_op == op);
     CHECK(r.message.find(op) != std::string::npos);
 }

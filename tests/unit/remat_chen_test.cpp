@@ -52,11 +52,11 @@ void check_planner(const Planner& p, const graph& g, const remat_result& base) {
         if (r.status == status::feasible) CHECK(r.arena() <= o.budget);
         if (o.budget < need) {
             CHECK(r.status == status::infeasible);
-            CHECK(r.min_memory_op == op);
+            CHECK(r.bound_op == op);
             CHECK(r.message.find(op) != std::string::npos);
         }
-        if (!r.planned.plan.steps.empty()) {
-            const auto report = check_plan(g, r.planned.plan);
+        if (!r.plan.steps.empty()) {
+            const auto report = check_plan(g, r.plan);
             CHECK_MESSAGE(report.ok(), report.to_string());
         }
     }

@@ -138,7 +138,7 @@ struct stacking_allocator {
             const std::uint64_t at = *detail::checked_align_up<std::uint64_t>(top, p.alignment);
             r.offsets.push_back(it.size == 0 ? 0 : at); // empty blocks at 0: never past the arena
             if (it.size > 0) top = at + it.size;
-            r.height = std::max(r.height, it.size == 0 ? 0 : at + it.size);
+            r.size = std::max(r.size, it.size == 0 ? 0 : at + it.size);
         }
         r.status = status::feasible;
         return r;
@@ -630,7 +630,7 @@ TEST_CASE("check.plan.make_plan_on_random_graphs_is_valid") {
             INFO("round " << round << "\n" << r1.to_string() << r2.to_string());
             CHECK(r1.ok());
             CHECK(r2.ok());
-            CHECK(fitted.plan.arena_bytes >= fitted.lower_bound);
+            CHECK(fitted.plan.arena_bytes >= fitted.bound);
 
             // Break the fitted plan at random and compare the overlaps found
             // with a brute-force pairwise scan.

@@ -1,8 +1,11 @@
 // From a graph and a schedule to a placed plan: liveness, then one allocation
 // item per block (a buffer and the in-place outputs that take it over), then
-// an allocation policy places the blocks in one arena.
+// an allocation policy places the blocks in one arena. The plan is checked
+// by the independent validator before it is returned: a plan it rejects is a
+// bug report (status `error`, the report as message), never a result.
 #pragma once
 
+#include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/plan.hpp>
@@ -16,19 +19,24 @@ namespace memplan {
 struct plan_options {
     std::uint64_t alignment = 256; ///< every offset a multiple of it
     liveness_options liveness{};
+    /// Run `check_plan` on the result (O(n log n) in steps and buffers; see
+    /// docs/architecture.md for its cost). Planners that place many
+    /// candidate schedules turn it off for those and check what they return.
+    bool validate = true;
 };
 
 /// A plan with the figures of how it was made.
 template <class Size = std::uint64_t, class Id = std::uint32_t>
 struct basic_planned {
-    basic_plan<Size, Id> plan;
-    memplan::status status = memplan::status::error; ///< the allocator's outcome
-    Size lower_bound = 0;    ///< per-schedule bound of the plan's buffers
-    double seconds = 0;      ///< liveness + allocation wall time
+    memplan::status status = memplan::status::error; ///< the allocator's outcome (error: the plan fails check_plan)
     std::string message;     ///< reason when status has no solution
+    Size bound = 0;          ///< per-schedule bound of the plan's buffers: no placement of them is smaller
+    Size size = 0;           ///< the arena (`plan.arena_bytes`) when `has_solution(status)`
+    double seconds = 0;      ///< liveness + allocation (+ validation) wall time
+    basic_plan<Size, Id> plan;
 
     double ratio() const noexcept {
-        return lower_bound == 0 ? 1.0 : static_cast<double>(plan.arena_bytes) / static_cast<double>(lower_bound);
+        return bound == 0 ? 1.0 : static_cast<double>(size) / static_cast<double>(bound);
     }
 };
 
@@ -59,8 +67,24 @@ basic_alloc_problem<Size> allocation_problem(const basic_liveness<Size, Id>& liv
     return p;
 }
 
+namespace detail {
+
+/// When `p` fails the validator: status `error` and the report as the
+/// message (a planner bug to report, never a result to use).
+template <class Graph, class Plan>
+void reject_invalid_plan(const Graph& g, const Plan& p, memplan::status& status, std::string& message) {
+    const auto report = check_plan(g, p);
+    if (report.ok()) return;
+    status = memplan::status::error;
+    message = "internal error (please report it): the plan fails check_plan: " + report.to_string();
+    if (!message.empty() && message.back() == '\n') message.pop_back();
+}
+
+} // namespace detail
+
 /// Places the buffers of schedule `s` with allocation policy `alloc`.
-/// Throws on a malformed schedule; the allocator's outcome is in `status`.
+/// Throws on a malformed schedule; the allocator's outcome is in `status`,
+/// or `error` with the validator's report when the plan fails `check_plan`.
 template <class Graph, class Allocator>
     requires AllocatorLike<Allocator, typename Graph::size_type>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
@@ -78,7 +102,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     out.plan.alignment = static_cast<size_type>(opt.alignment);
     out.plan.steps = s;
     out.plan.buffers = live.buffers;
-    out.lower_bound = lower_bound(live);
+    out.bound = lower_bound(live);
     out.status = placed.status;
     out.message = placed.message;
     if (has_solution(placed.status)) {
@@ -89,6 +113,8 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
             if (x.bytes > 0) arena = std::max<size_type>(arena, x.offset + x.bytes);
         }
         out.plan.arena_bytes = arena;
+        out.size = arena;
+        if (opt.validate) detail::reject_invalid_plan(g, out.plan, out.status, out.message);
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;

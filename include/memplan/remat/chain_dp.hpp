@@ -393,6 +393,10 @@ struct graph_chain {
 struct chain_dp : remat_planner<chain_dp> {
     static constexpr std::string_view name = "chain_dp";
     std::size_t slots = 500; ///< memory discretisation of the dynamic program
+    /// The finer second pass runs only while this share of the time is not spent.
+    static constexpr double first_pass_share = 0.5;
+    /// Of what is left, what the exact placement of the smallest plan may take.
+    static constexpr double exact_share = 0.5;
 
     using remat_planner<chain_dp>::plan; ///< plan(graph, options)
 
@@ -404,6 +408,8 @@ struct chain_dp : remat_planner<chain_dp> {
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const Graph& g = ctx.graph();
+        const memplan::deadline until = opt.limit();
+        const memplan::deadline zoom_by = until.share(first_pass_share);
         const detail::graph_chain<Graph> chain(ctx);
         const std::size_t S = std::max<std::size_t>(slots, 8);
 
@@ -413,10 +419,10 @@ struct chain_dp : remat_planner<chain_dp> {
         std::size_t evaluations = 0;
         // Places the program's plan for m slots; remembers the cheapest that
         // fits and the smallest seen.
-        auto evaluate = [&](const detail::chain_solver& dp, std::size_t m, double exact_seconds) {
+        auto evaluate = [&](const detail::chain_solver& dp, std::size_t m) {
             ++evaluations;
             const auto s = chain.schedule_of(dp.sequence(m));
-            auto planned = place_within(g, s, opt.budget, opt.alignment, exact_seconds);
+            auto planned = place_within(g, s, opt.budget, opt.alignment, memplan::deadline::passed());
             if (!has_solution(planned.status)) return false;
             const double cost = schedule_cost(g, s);
             const bool fits = planned.plan.arena_bytes <= opt.budget;
@@ -437,31 +443,30 @@ struct chain_dp : remat_planner<chain_dp> {
         // limit where the arena crosses the budget, for a finer resolution.
         std::size_t range = std::max<std::size_t>(detail::graph_chain<Graph>::keep_all_need(chain.bytes), 1);
         for (int pass = 0; pass < 2; ++pass) {
-            if (pass > 0 && detail::seconds_since(t0) > opt.time_limit_seconds / 2) break;
+            if (pass > 0 && zoom_by.expired()) break;
             const std::size_t slot = std::max<std::size_t>((range + S - 1) / S, 1);
             const auto model = chain.in_slots(slot);
             const std::size_t top = detail::graph_chain<Graph>::keep_all_need(model);
             const detail::chain_solver dp(model, top);
             std::size_t lo = dp.min_memory(), hi = top;
             if (lo > top) break;
-            if (evaluate(dp, hi, 0.0)) break; // the most memory the chain can use fits
-            if (!evaluate(dp, lo, 0.0)) {
+            if (evaluate(dp, hi)) break; // the most memory the chain can use fits
+            if (!evaluate(dp, lo)) {
                 if (pass == 0) break;
                 continue;
             }
-            while (hi - lo > 1 && detail::seconds_since(t0) < opt.time_limit_seconds) {
+            while (hi - lo > 1 && !until.expired()) {
                 const std::size_t mid = lo + (hi - lo) / 2;
-                (evaluate(dp, mid, 0.0) ? lo : hi) = mid;
+                (evaluate(dp, mid) ? lo : hi) = mid;
             }
             range = std::min(range, (hi + 1) * slot);
             if (range <= S) break; // already byte-exact
         }
         // When no limit fits, the exact placement may close the gap left by
         // the heuristics on the smallest plan.
-        if (!have_best && have_smallest && smallest.lower_bound <= opt.budget) {
-            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
-            if (left > 0.5) {
-                auto tight = place_within(g, smallest.plan.steps, opt.budget, opt.alignment, left / 2);
+        if (!have_best && have_smallest && smallest.bound <= opt.budget) {
+            if (until.remaining() > 0.5) {
+                auto tight = place_within(g, smallest.plan.steps, opt.budget, opt.alignment, until.share(exact_share));
                 if (has_solution(tight.status) && tight.plan.arena_bytes <= opt.budget) {
                     best_cost = schedule_cost(g, tight.plan.steps);
                     best = std::move(tight);

@@ -54,6 +54,21 @@ struct checkmate : remat_planner<checkmate<S>> {
     /// with probability S*[t,x], this many draws per LP (fixed seed).
     std::size_t random_roundings = 24;
 
+    /// How the time is split (shares of what is left when each step starts).
+    /// The first MILP leaves time for the relaxation when it does not finish;
+    /// re-solves after a placement missed the budget may take more.
+    static constexpr double first_milp_share = 0.4;
+    static constexpr double milp_resolve_share = 0.7;
+    static constexpr double lp_share = 0.8;               ///< one LP relaxation
+    static constexpr double random_rounding_share = 0.8;  ///< randomized rounding leaves the rest to later LPs
+    /// The exact placement of one plan: this share of the time left, at most so many seconds.
+    static constexpr double store_all_exact_share = 0.05;
+    static constexpr double store_all_exact_seconds = 2.0;
+    static constexpr double milp_exact_share = 0.1;
+    static constexpr double milp_exact_seconds = 2.0;
+    static constexpr double rounding_exact_share = 0.05;
+    static constexpr double rounding_exact_seconds = 1.0;
+
     /// Plans `g` within `opt.budget` bytes of arena; see the file comment.
     using remat_planner<checkmate<S>>::plan; ///< plan(graph, options)
 
@@ -66,12 +81,12 @@ struct checkmate : remat_planner<checkmate<S>> {
         const Graph& g = ctx.graph();
         result_type out;
         out.planner = std::string(name);
-        auto left = [&] { return opt.time_limit_seconds - detail::seconds_since(t0); };
-        auto exact_seconds = [&] { return std::clamp(left() / 20, 0.0, 2.0); };
+        const memplan::deadline until = opt.limit();
 
         // Keeping everything costs nothing extra: when it fits, it is optimal.
         {
-            auto planned = place_within(g, ctx.schedule_of(ctx.keep_all()), opt.budget, opt.alignment, exact_seconds());
+            auto planned = place_within(g, ctx.schedule_of(ctx.keep_all()), opt.budget, opt.alignment,
+                                        until.share(store_all_exact_share).within(store_all_exact_seconds));
             if (has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget) {
                 detail::finish_remat_result(ctx, opt, std::move(planned), out);
                 out.status = status::optimal;
@@ -103,9 +118,9 @@ struct checkmate : remat_planner<checkmate<S>> {
         auto size = detail::checkmate_model_size(g, layout);
         bool proven = false;
         if (size.first <= exact_max_binaries * 3) {
-            proven = solve_exact(ctx, layout, opt, t0, offer, notes);
+            proven = solve_exact(ctx, layout, opt, until, offer, notes);
         }
-        if (!have && left() > 0) {
+        if (!have && !until.expired()) {
             // Merge backward groups until the relaxation is small enough.
             std::size_t stages = layout.stages();
             while (size.first > lp_max_columns && stages > 3) {
@@ -117,7 +132,7 @@ struct checkmate : remat_planner<checkmate<S>> {
                 notes += (notes.empty() ? "" : "; ") + std::string("LP relaxation too large (about ") +
                          std::to_string(size.first) + " columns with " + std::to_string(layout.stages()) + " stages)";
             } else {
-                solve_relaxation(ctx, layout, opt, t0, offer, notes);
+                solve_relaxation(ctx, layout, opt, until, offer, notes);
             }
         }
 
@@ -148,17 +163,17 @@ private:
     /// the arena above the budget. True when the plan it gave is optimal.
     template <class Graph, class Offer>
     bool solve_exact(const remat_context<Graph>& ctx, const detail::checkmate_layout<Graph>& L,
-                     const remat_options& opt, std::chrono::steady_clock::time_point t0, Offer& offer,
+                     const remat_options& opt, memplan::deadline until, Offer& offer,
                      std::string& notes) const {
         const Graph& g = ctx.graph();
         std::uint64_t milp_budget = opt.budget;
         for (int round = 0; round < 6; ++round) {
-            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
-            if (left <= 0) break;
+            if (until.expired()) break;
             const auto cm = detail::build_checkmate_milp(g, L, milp_budget, true);
             solve_options so;
             // Leave the relaxation time when the MILP does not finish.
-            so.time_limit_seconds = left * (round == 0 ? 0.4 : 0.7);
+            so.deadline = until.share(round == 0 ? first_milp_share : milp_resolve_share);
+            so.time_limit_seconds = no_time_limit;
             const auto r = solver.solve(cm.model, so);
             notes = "MILP: " + std::to_string(cm.binaries) + " binaries, " + std::to_string(cm.model.columns.size()) +
                     " columns, " + std::to_string(cm.model.rows.size()) + " rows, " + std::string(to_string(r.status)) +
@@ -167,7 +182,7 @@ private:
             if (!has_solution(r.status)) return false;
             const auto s = detail::checkmate_schedule(g, L, keep_of(g, L, cm, r.values, 0.5));
             auto planned = place_within(g, s, opt.budget, opt.alignment,
-                                        std::clamp((opt.time_limit_seconds - detail::seconds_since(t0)) / 10, 0.0, 2.0));
+                                        until.share(milp_exact_share).within(milp_exact_seconds));
             if (!has_solution(planned.status)) return false;
             const auto arena = planned.plan.arena_bytes;
             if (arena <= opt.budget) {
@@ -189,7 +204,7 @@ private:
     /// Checkmate's LP relaxation and deterministic rounding.
     template <class Graph, class Offer>
     void solve_relaxation(const remat_context<Graph>& ctx, const detail::checkmate_layout<Graph>& L,
-                          const remat_options& opt, std::chrono::steady_clock::time_point t0, Offer& offer,
+                          const remat_options& opt, memplan::deadline until, Offer& offer,
                           std::string& notes) const {
         const Graph& g = ctx.graph();
         std::set<std::vector<std::pair<typename Graph::id_type, typename Graph::id_type>>> tried;
@@ -198,12 +213,12 @@ private:
         for (std::size_t f = 0; f < lp_budget_factors.size(); ++f) {
             const double factor = lp_budget_factors[f];
             if (found && factor < 1.0) break; // a lower budget only costs more
-            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
-            if (left <= 0.5) break;
+            if (until.remaining() <= 0.5) break;
             const auto lp_budget = static_cast<std::uint64_t>(static_cast<double>(opt.budget) * factor);
             const auto cm = detail::build_checkmate_milp(g, L, lp_budget, false);
             solve_options so;
-            so.time_limit_seconds = left * 0.8;
+            so.deadline = until.share(lp_share);
+            so.time_limit_seconds = no_time_limit;
             so.lp_method = lp_method;
             const auto r = solver.solve(cm.model, so);
             log += (log.empty() ? "" : "; ") + std::string("LP at ") + std::to_string(factor) + " x budget: " +
@@ -218,14 +233,15 @@ private:
             std::size_t fits = 0;
             std::mt19937_64 rng(f + 1);
             std::uniform_real_distribution<double> coin(0.0, 1.0);
+            const memplan::deadline random_by = until.share(random_rounding_share);
             for (std::size_t round = 0; round < thresholds.size() + random_roundings; ++round) {
-                if (opt.time_limit_seconds - detail::seconds_since(t0) <= 0) break;
+                if (until.expired()) break;
                 std::vector<std::vector<char>> keep;
                 if (round < thresholds.size()) {
                     keep = keep_of(g, L, cm, r.values, thresholds[round]);
                 } else {
-                    // Randomized rounding leaves time for later LPs: at most a fifth of what is left.
-                    if (detail::seconds_since(t0) > opt.time_limit_seconds * 0.8) break;
+                    // Randomized rounding leaves time for later LPs.
+                    if (random_by.expired()) break;
                     std::vector<double> drawn(r.values.size());
                     for (auto& d : drawn) d = coin(rng);
                     for (std::size_t j = 0; j < drawn.size(); ++j) drawn[j] = drawn[j] < r.values[j] ? 1.0 : 0.0;
@@ -238,7 +254,7 @@ private:
                 if (schedule_lower_bound(g, s) > opt.budget) continue;
                 auto planned =
                     place_within(g, s, opt.budget, opt.alignment,
-                                 std::clamp((opt.time_limit_seconds - detail::seconds_since(t0)) / 20, 0.0, 1.0));
+                                 until.share(rounding_exact_share).within(rounding_exact_seconds));
                 if (has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget) ++fits;
                 if (offer(std::move(planned))) found = true;
             }

@@ -70,11 +70,11 @@ private:
 /// than `best` (or as cheap and smaller), it becomes `best`.
 template <class Graph>
 bool try_choice(const remat_context<Graph>& ctx, const remat_options& opt, const remat_choice<Graph>& choice,
-                double exact_seconds,
+                memplan::deadline exact_until,
                 basic_planned<typename Graph::size_type, typename Graph::id_type>& best, double& best_cost,
                 bool& have_best) {
     const auto s = ctx.schedule_of(choice);
-    auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, exact_seconds);
+    auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, exact_until);
     if (!has_solution(planned.status) || planned.plan.arena_bytes > opt.budget) return false;
     const double cost = schedule_cost(ctx.graph(), s);
     if (!have_best || cost < best_cost - 1e-9 * std::max(1.0, best_cost) ||
@@ -93,6 +93,9 @@ bool try_choice(const remat_context<Graph>& ctx, const remat_options& opt, const
 /// no_solution, with the plan's figures kept).
 struct sqrt_n : remat_planner<sqrt_n> {
     static constexpr std::string_view name = "sqrt_n";
+    /// Of the time left, what the exact placement may take when the
+    /// heuristic's arena misses the budget.
+    static constexpr double exact_share = 0.5;
 
     using remat_planner<sqrt_n>::plan; ///< plan(graph, options)
 
@@ -109,7 +112,7 @@ struct sqrt_n : remat_planner<sqrt_n> {
         if (k > 0)
             for (std::size_t i = k - 1; i < n; i += k) checkpoint[i] = 1;
         const auto s = ctx.schedule_of(detail::checkpoint_choice(ctx, seg, checkpoint));
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit_seconds / 2);
+        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.limit().share(exact_share));
         const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
         const auto arena = planned.plan.arena_bytes;
         detail::finish_remat_result(ctx, opt, std::move(planned), out);
@@ -130,6 +133,8 @@ struct sqrt_n : remat_planner<sqrt_n> {
 struct chen_greedy : remat_planner<chen_greedy> {
     static constexpr std::string_view name = "chen_greedy";
     std::size_t thresholds = 48; ///< how many thresholds the sweep tries (geometric grid)
+    /// Of the time left, what one exact placement after the sweep may take.
+    static constexpr double exact_share = 0.5;
 
     using remat_planner<chen_greedy>::plan; ///< plan(graph, options)
 
@@ -161,6 +166,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const Graph& g = ctx.graph();
+        const memplan::deadline until = opt.limit();
         const auto seg = detail::segment_forward(ctx);
         detail::progress_throttle progress(t0);
 
@@ -169,7 +175,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
         bool have_best = false;
         // Keeping everything is the threshold "infinity": the cheapest plan
         // of all when it fits.
-        detail::try_choice(ctx, opt, ctx.keep_all(), 0.0, best, best_cost, have_best);
+        detail::try_choice(ctx, opt, ctx.keep_all(), memplan::deadline::passed(), best, best_cost, have_best);
 
         double total = 0, smallest = 0;
         for (std::size_t t = 0; t < g.num_tensors(); ++t)
@@ -183,16 +189,16 @@ struct chen_greedy : remat_planner<chen_greedy> {
             const double lo = std::max(1.0, smallest / 2), hi = total;
             const std::size_t n = std::max<std::size_t>(thresholds, 2);
             for (std::size_t i = 0; i < n; ++i) {
-                if (detail::seconds_since(t0) > opt.time_limit_seconds) break;
+                if (until.expired()) break;
                 const double b = lo * std::pow(hi / lo, static_cast<double>(i) / static_cast<double>(n - 1));
                 auto checkpoint = checkpoints_for(ctx, seg, b);
                 if (std::find(seen.begin(), seen.end(), checkpoint) != seen.end()) continue;
                 seen.push_back(checkpoint);
-                detail::try_choice(ctx, opt, detail::checkpoint_choice(ctx, seg, checkpoint), 0.0, best, best_cost,
+                detail::try_choice(ctx, opt, detail::checkpoint_choice(ctx, seg, checkpoint), memplan::deadline::passed(), best, best_cost,
                                    have_best);
                 if (have_best)
                     progress.maybe(opt, name, best.plan.arena_bytes,
-                                   ctx.base_cost() > 0 ? best_cost / ctx.base_cost() - 1 : 0);
+                                   ctx.fastest_cost() > 0 ? best_cost / ctx.fastest_cost() - 1 : 0);
             }
             // The exact placement may close a small gap the heuristics leave:
             // try it on the sweep's plans, smallest lower bound first, with
@@ -205,10 +211,9 @@ struct chen_greedy : remat_planner<chen_greedy> {
                 }
                 std::sort(by_bound.begin(), by_bound.end());
                 for (auto [bound, i] : by_bound) {
-                    const double left = opt.time_limit_seconds - detail::seconds_since(t0);
-                    if (bound > opt.budget || left <= 0.5 || have_best) break;
-                    detail::try_choice(ctx, opt, detail::checkpoint_choice(ctx, seg, seen[i]), left / 2, best,
-                                       best_cost, have_best);
+                    if (bound > opt.budget || until.remaining() <= 0.5 || have_best) break;
+                    detail::try_choice(ctx, opt, detail::checkpoint_choice(ctx, seg, seen[i]),
+                                       until.share(exact_share), best, best_cost, have_best);
                 }
             }
         }
@@ -221,7 +226,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
             // Report the smallest plan the sweep saw, for its figures.
             std::vector<char> all(seg.cut.size(), 1);
             const auto s = ctx.schedule_of(detail::checkpoint_choice(ctx, seg, all));
-            auto planned = place_within(g, s, opt.budget, opt.alignment, 0.0);
+            auto planned = place_within(g, s, opt.budget, opt.alignment, memplan::deadline::passed());
             const auto arena = planned.plan.arena_bytes;
             detail::finish_remat_result(ctx, opt, std::move(planned), out);
             detail::no_plan_within_budget(ctx, opt, out, name);

@@ -41,6 +41,13 @@ struct joint : remat_planner<joint> {
     double cost_exponent = 1.0;       ///< a move's worth: bytes removed / (cost added)^exponent
     bool lean_start = true;           ///< start from the variants that read least (else the fastest)
     double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
+    /// The exact placement of a descent's plan that misses the budget: this
+    /// share of the time left, at most this many seconds.
+    static constexpr double descent_exact_share = 0.25;
+    static constexpr double descent_exact_seconds = 2.0;
+    /// The same for each trial while improving a fitting plan.
+    static constexpr double improve_exact_share = 0.125;
+    static constexpr double improve_exact_seconds = 1.0;
 
     using remat_planner<joint>::plan; ///< plan(graph, options)
 
@@ -69,11 +76,11 @@ public:
         long double excess = 0; ///< bytes above the target, summed over steps
     };
 
-    joint_search(const remat_context<Graph>& ctx, const remat_options& opt, std::chrono::steady_clock::time_point t0,
+    joint_search(const remat_context<Graph>& ctx, const remat_options& opt, memplan::deadline until,
                  std::size_t trials, double exponent)
-        : ctx_(ctx), g_(ctx.graph()), opt_(opt), t0_(t0), trials_(trials), exponent_(exponent) {}
+        : ctx_(ctx), g_(ctx.graph()), opt_(opt), until_(until), trials_(trials), exponent_(exponent) {}
 
-    bool out_of_time() const { return seconds_since(t0_) >= opt_.time_limit_seconds; }
+    bool out_of_time() const { return until_.expired(); }
 
     evaluation evaluate(const choice_type& c, size_type target) const {
         evaluation e;
@@ -394,7 +401,7 @@ private:
     const remat_context<Graph>& ctx_;
     const Graph& g_;
     const remat_options& opt_;
-    std::chrono::steady_clock::time_point t0_;
+    memplan::deadline until_;
     std::size_t trials_;
     double exponent_;
 };
@@ -414,7 +421,8 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
         out.seconds = detail::seconds_since(t0);
         return out;
     }
-    detail::joint_search<Graph> search(ctx, opt, t0, trials_per_step, cost_exponent);
+    const memplan::deadline until = opt.limit();
+    detail::joint_search<Graph> search(ctx, opt, until, trials_per_step, cost_exponent);
     const size_type budget =
         static_cast<size_type>(std::min<std::uint64_t>(opt.budget, std::numeric_limits<size_type>::max()));
     bool found = false;
@@ -427,7 +435,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
         remat_progress pr;
         pr.planner = name;
         pr.best_arena = found ? best.plan.arena_bytes : 0;
-        pr.best_overhead = found ? best_cost / ctx.base_cost() - 1.0 : 0.0;
+        pr.best_overhead = found && ctx.fastest_cost() > 0 ? best_cost / ctx.fastest_cost() - 1.0 : 0.0;
         pr.elapsed_seconds = detail::seconds_since(t0);
         opt.on_progress(pr);
     };
@@ -452,9 +460,8 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
             if (!search.descend(c, target)) break;
             auto polished = c;
             search.polish(polished, target);
-            const double left = opt.time_limit_seconds - detail::seconds_since(t0);
             auto planned = place_within(g, ctx.schedule_of(polished), opt.budget, opt.alignment,
-                                        std::min(2.0, std::max(0.0, left / 4)));
+                                        until.share(descent_exact_share).within(descent_exact_seconds));
             if (!has_solution(planned.status)) break;
             const auto arena = planned.plan.arena_bytes;
             if (arena <= opt.budget) {
@@ -472,14 +479,12 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
     // Then spend the time left on cheaper plans under the same target.
     if (found && improve_seconds > 0 && !search.out_of_time()) {
         auto accept = [&](const remat_choice<Graph>& trial) {
-            const double rest = opt.time_limit_seconds - detail::seconds_since(t0);
             auto p = place_within(g, ctx.schedule_of(trial), opt.budget, opt.alignment,
-                                  std::min(1.0, std::max(0.0, rest / 8)));
+                                  until.share(improve_exact_share).within(improve_exact_seconds));
             return consider(p);
         };
-        auto limited = opt;
-        limited.time_limit_seconds = std::min(opt.time_limit_seconds, detail::seconds_since(t0) + improve_seconds);
-        detail::joint_search<Graph> improver(ctx, limited, t0, trials_per_step, cost_exponent);
+        detail::joint_search<Graph> improver(ctx, opt, until.within(improve_seconds), trials_per_step,
+                                             cost_exponent);
         improver.improve(best_choice, best_target, accept);
     }
     if (!found) {

@@ -58,6 +58,11 @@ struct pareto_options {
     std::size_t max_bisection_steps = 12;
     std::uint64_t alignment = 256;   ///< for the store-all run that sets the top of the curve
     double store_all_time_limit = 10;
+    /// The whole sweep: no run starts after it (the store-all run stops by
+    /// it too). Hand the same deadline to `plan_at`'s runs to bound the
+    /// sweep with one clock; budgets left without a run report the cheapest
+    /// plan found that fits them, or `no_solution`.
+    memplan::deadline deadline{};
     std::function<void(const pareto_progress&)> on_progress; ///< optional
 };
 
@@ -86,6 +91,7 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
     const remat_context<Graph> ctx(g);
     remat_options top_opt;
     top_opt.alignment = opt.alignment;
+    top_opt.deadline = opt.deadline;
     top_opt.time_limit_seconds = opt.store_all_time_limit;
     const auto top_run = store_all{}.plan(ctx, top_opt);
     if (!has_solution(top_run.status))
@@ -124,10 +130,11 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         const auto step_tolerance = std::max<std::uint64_t>(
             1, static_cast<std::uint64_t>(opt.tolerance * static_cast<double>(top)));
         std::uint64_t lo = floor_bytes; // not yet known to fail
-        if (lo < hi) {
+        if (lo < hi && !opt.deadline.expired()) {
             if (run("bisect", lo).ok) hi = lo;
         }
-        for (std::size_t step = 0; step < opt.max_bisection_steps && hi > lo && hi - lo > step_tolerance; ++step) {
+        for (std::size_t step = 0;
+             step < opt.max_bisection_steps && hi > lo && hi - lo > step_tolerance && !opt.deadline.expired(); ++step) {
             const std::uint64_t mid = lo + (hi - lo) / 2;
             if (run("bisect", mid).ok) hi = mid;
             else lo = mid;
@@ -148,8 +155,17 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
 
     std::vector<std::pair<std::uint64_t, run_outcome>> outcomes;
     for (auto b : budgets) {
-        if (b == top) outcomes.emplace_back(b, top_outcome);
-        else outcomes.emplace_back(b, run("sweep", b));
+        if (b == top) {
+            outcomes.emplace_back(b, top_outcome);
+        } else if (opt.deadline.expired()) {
+            result_type none;
+            none.status = status::no_solution;
+            none.message = "time limit reached before a run at this budget";
+            none.budget = static_cast<size_type>(b);
+            outcomes.emplace_back(b, run_outcome{std::move(none), 0.0, false});
+        } else {
+            outcomes.emplace_back(b, run("sweep", b));
+        }
     }
 
     // The cheapest fitting plan per budget, among all runs of the sweep.

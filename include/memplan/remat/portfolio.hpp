@@ -30,6 +30,14 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
     Extra extra{};
     std::size_t extra_max_ops = 200;
 
+    /// Each member's share of the time left when it starts; the last takes
+    /// all that is left.
+    static constexpr double store_all_share = 0.1;
+    static constexpr double chain_share = 0.3;
+    static constexpr double chen_greedy_share = 0.2;
+    static constexpr double sqrt_n_share = 0.1;
+    static constexpr double joint_share_with_extra = 0.5; ///< when the MILP member runs after it
+
     using remat_planner<basic_auto_remat<Extra>>::plan; ///< plan(graph, options)
 
     template <class Graph>
@@ -66,25 +74,22 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
             best.seconds = detail::seconds_since(t0);
             return best;
         }
+        const memplan::deadline until = opt.limit();
         auto sub = [&](double share) {
-            remat_options o = opt;
+            remat_options o = opt.until(until.share(share));
             o.on_progress = nullptr;
-            o.time_limit_seconds = std::max(0.0, (opt.time_limit_seconds - detail::seconds_since(t0)) * share);
             return o;
         };
-        offer(store_all{}.plan(ctx, sub(0.1)));
-        offer(chain_dp{}.plan(ctx, sub(0.3)));
-        offer(chen_greedy{}.plan(ctx, sub(0.2)));
-        offer(sqrt_n{}.plan(ctx, sub(0.1)));
+        offer(store_all{}.plan(ctx, sub(store_all_share)));
+        offer(chain_dp{}.plan(ctx, sub(chain_share)));
+        offer(chen_greedy{}.plan(ctx, sub(chen_greedy_share)));
+        offer(sqrt_n{}.plan(ctx, sub(sqrt_n_share)));
         if constexpr (std::is_same_v<Extra, std::nullptr_t>) {
             offer(joint{}.plan(ctx, sub(1.0)));
         } else {
             const bool small = ctx.graph().num_ops() <= extra_max_ops;
-            offer(joint{}.plan(ctx, sub(small ? 0.5 : 1.0)));
-            if (small) {
-                const auto o = sub(1.0);
-                offer(extra.plan(ctx, o, std::chrono::steady_clock::now()));
-            }
+            offer(joint{}.plan(ctx, sub(small ? joint_share_with_extra : 1.0)));
+            if (small) offer(extra.plan(ctx, sub(1.0), std::chrono::steady_clock::now()));
         }
         if (!found) {
             if (best.status != status::infeasible) {

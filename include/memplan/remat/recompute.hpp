@@ -280,33 +280,54 @@ private:
 
 /// Base of the planners that work on a `remat_context`: gives each of them
 /// `plan(graph, options)`, which builds the context and calls the planner's
-/// own `plan(context, options, t0)` (so the clock starts before the context
-/// is built, and a portfolio can share one context among its members).
+/// own `plan(context, options, t0)` (so the deadline and the stopwatch start
+/// before the context is built, and a portfolio can share one context among
+/// its members; `t0` only times the result, the options' deadline bounds it).
 template <class Planner>
 struct remat_planner {
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
                                                                                const remat_options& opt) const {
         const auto t0 = std::chrono::steady_clock::now();
+        const remat_options o = opt.until(opt.limit());
         const remat_context<Graph> ctx(g);
-        return static_cast<const Planner&>(*this).plan(ctx, opt, t0);
+        auto r = static_cast<const Planner&>(*this).plan(ctx, o, t0);
+        if (r.bound == 0 && g.num_ops() > 0) {
+            const auto need = ctx.min_memory();
+            r.bound = need.first;
+            r.bound_op = need.second;
+        }
+        // What the library returns is checked by the independent validator.
+        if (has_solution(r.status)) {
+            if (r.size > opt.budget) {
+                r.status = status::error;
+                r.message = "internal error (please report it): planner '" + r.planner + "' returned an arena of " +
+                            std::to_string(r.size) + " bytes over the budget of " + std::to_string(opt.budget);
+            } else {
+                detail::reject_invalid_plan(g, r.plan, r.status, r.message);
+            }
+        }
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return r;
     }
 };
 
 /// Places the buffers of schedule `s`: the best heuristic, then, when that
 /// misses `budget` although the per-schedule bound fits, the exact search
-/// in decision mode for at most `exact_seconds`.
+/// in decision mode until `exact_until` (`deadline::passed()`: no search).
 template <class Graph>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
 place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::uint64_t budget,
-             std::uint64_t alignment, double exact_seconds) {
+             std::uint64_t alignment, memplan::deadline exact_until) {
     plan_options po;
     po.alignment = alignment;
+    po.validate = false; // one of many candidates: the planner's entry checks the plan it returns
     auto planned = make_plan(g, s, best_heuristic{}, po);
-    if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.lower_bound <= budget &&
-        exact_seconds > 0) {
+    if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.bound <= budget &&
+        !exact_until.expired()) {
         exact e;
-        e.time_limit_seconds = exact_seconds;
+        e.deadline = exact_until;
+        e.time_limit_seconds = no_time_limit;
         e.capacity = budget;
         auto tight = make_plan(g, s, e, po);
         if (has_solution(tight.status) && tight.plan.arena_bytes <= budget) {
@@ -328,7 +349,9 @@ void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& o
     out.base_cost = ctx.base_cost();
     out.fastest_cost = ctx.fastest_cost();
     out.budget = static_cast<typename Graph::size_type>(opt.budget);
-    out.planned = std::move(planned);
+    out.size = planned.plan.arena_bytes;
+    out.schedule_bound = planned.bound;
+    out.plan = std::move(planned.plan);
 }
 
 /// The outcome when no plan within the budget was found: infeasible with
@@ -338,8 +361,8 @@ void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options&
                            basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out,
                            std::string_view planner) {
     const auto [need, op] = ctx.min_memory();
-    out.min_memory = need;
-    out.min_memory_op = op;
+    out.bound = need;
+    out.bound_op = op;
     out.budget = static_cast<typename Graph::size_type>(opt.budget);
     if (opt.budget < need) {
         out.status = status::infeasible;

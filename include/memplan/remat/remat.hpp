@@ -12,6 +12,7 @@
 // needs it, or `no_solution` when the limit came first.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/status.hpp>
 #include <memplan/plan/make_plan.hpp>
 
@@ -36,38 +37,57 @@ struct remat_progress {
 struct remat_options {
     /// The arena must not exceed this many bytes; max() means no limit.
     std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
-    double time_limit_seconds = 10;
+    /// The planner stops by then (a command hands one deadline through all
+    /// its steps), and at most `time_limit_seconds` after it starts.
+    memplan::deadline deadline{};
+    double time_limit_seconds = 10; ///< infinity (`no_time_limit`): `deadline` alone
     std::uint64_t alignment = 256; ///< every offset a multiple of it
     std::function<void(const remat_progress&)> on_progress; ///< optional
+
+    /// When a call that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
+    /// These options for a step that must stop by `d` (and by `deadline`).
+    remat_options until(memplan::deadline d) const {
+        remat_options o = *this;
+        o.deadline = earliest(limit(), d);
+        o.time_limit_seconds = no_time_limit;
+        return o;
+    }
 };
 
-/// The outcome of a planner. `planned` holds the plan (valid for the graph:
-/// planners check what they return with `check_plan` in tests) when
-/// `has_solution(status)`.
+/// The outcome of a planner: one status (the allocation's outcome is folded
+/// into it). `plan` is valid for the graph and fits the budget when
+/// `has_solution(status)`: `plan(graph, options)` checks it with `check_plan`,
+/// and a plan the validator rejects comes back as `error` with the report.
 template <class Size = std::uint64_t, class Id = std::uint32_t>
 struct basic_remat_result {
     memplan::status status = memplan::status::error;
-    basic_planned<Size, Id> planned; ///< the plan, its allocator outcome and per-schedule bound
-    double cost = 0;                 ///< sum of step costs of the plan
-    double base_cost = 0;            ///< sum of costs of the store-all schedule (default variants, every op once)
-    double fastest_cost = 0;         ///< the same with every op's fastest variant: what no plan can beat
-    Size budget = std::numeric_limits<Size>::max();
-    /// When infeasible: the smallest memory any schedule of the graph needs
-    /// (schedule-free bound) and the op that needs it.
-    Size min_memory = 0;
-    std::string min_memory_op;
     std::string message;
+    /// Proven lower bound on `size`: the smallest memory any schedule of the
+    /// graph needs (schedule-free bound), and the op that needs it.
+    Size bound = 0;
+    std::string bound_op;
+    Size size = 0;        ///< the arena of `plan`
     double seconds = 0;
+    basic_plan<Size, Id> plan; ///< steps (recomputations, variants) and buffers
+    Size schedule_bound = 0;   ///< per-schedule bound of `plan.steps`: no placement of them is smaller
+    double cost = 0;                 ///< sum of step costs of the plan
+    double fastest_cost = 0;         ///< store-all (every op once) with every op's fastest variant: what no plan can beat
+    double base_cost = 0;            ///< store-all with every op's default variant (`default_variant_overhead`)
+    Size budget = std::numeric_limits<Size>::max();
     std::string planner; ///< which planner produced the plan (a portfolio names its member)
 
-    /// Overhead against store-all with default variants: cost / base_cost - 1.
-    double overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
-    /// Overhead against store-all run with every op's fastest variant: the
-    /// price of recomputation and of slower, leaner variants alone (never
-    /// negative). `overhead()` may be negative when the default variants are
-    /// not the fastest.
-    double strict_overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
-    Size arena() const noexcept { return planned.plan.arena_bytes; }
+    /// The compute overhead: cost / (cost of store-all with every op's
+    /// fastest variant) - 1, what a framework runs without
+    /// rematerialization and what MONeT measures against. The price of
+    /// recomputation and of slower, leaner variants; never negative.
+    double overhead() const noexcept { return fastest_cost > 0 ? cost / fastest_cost - 1.0 : 0.0; }
+    /// cost / (cost of store-all with every op's default variant) - 1: may
+    /// be negative when the defaults are not the fastest (a slow default
+    /// convolution algorithm), so it is never the headline figure.
+    double default_variant_overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
+    Size arena() const noexcept { return size; } ///< `size`, by its name in this field
 };
 
 using remat_result = basic_remat_result<>;

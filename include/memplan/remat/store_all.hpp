@@ -13,6 +13,9 @@ namespace memplan {
 
 struct store_all : remat_planner<store_all> {
     static constexpr std::string_view name = "store_all";
+    /// Of the time left, what the exact placement may take when the
+    /// heuristic's arena misses the budget.
+    static constexpr double exact_share = 0.5;
 
     using remat_planner<store_all>::plan; ///< plan(graph, options)
 
@@ -23,7 +26,7 @@ struct store_all : remat_planner<store_all> {
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const auto s = ctx.schedule_of(ctx.keep_all());
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit_seconds / 2);
+        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.limit().share(exact_share));
         const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
         const auto arena = planned.plan.arena_bytes;
         detail::finish_remat_result(ctx, opt, std::move(planned), out); // kept for the figures even when over

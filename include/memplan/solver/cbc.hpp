@@ -49,7 +49,7 @@ inline double cbc_bound(double v) noexcept {
 struct cbc_solver {
     static constexpr std::string_view name = "cbc";
 
-    /// Solves `m` within `o.time_limit_seconds`; never throws for solver
+    /// Solves `m` by `o.limit()`; never throws for solver
     /// outcomes and never aborts.
     milp_result solve(const milp_model& m, const solve_options& o) const {
         using clock = std::chrono::steady_clock;
@@ -60,7 +60,7 @@ struct cbc_solver {
         };
         if (auto fault = validate_model(m)) return finish(invalid_model_result(*fault));
         try {
-            return finish(run(m, o, start));
+            return finish(run(m, o, o.limit()));
         } catch (const std::exception& e) {
             milp_result r;
             r.status = status::error;
@@ -76,7 +76,7 @@ struct cbc_solver {
     }
 
 private:
-    static milp_result run(const milp_model& m, const solve_options& o, std::chrono::steady_clock::time_point start) {
+    static milp_result run(const milp_model& m, const solve_options& o, memplan::deadline until) {
         const int n = static_cast<int>(m.columns.size());
         const int rows = static_cast<int>(m.rows.size());
         const bool minimize = m.sense == objective_sense::minimize;
@@ -125,7 +125,7 @@ private:
                     return r;
                 }
             r.status = status::optimal;
-            r.objective = r.best_bound = m.objective_offset;
+            r.objective = r.bound = m.objective_offset;
             return r;
         }
 
@@ -156,8 +156,8 @@ private:
         {
             std::lock_guard lock(detail::cbc_mutex());
             // The wait for the lock counts against the caller's budget.
-            const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            Cbc_setMaximumSeconds(model, std::max(0.01, o.time_limit_seconds - used));
+            const double left = until.remaining();
+            Cbc_setMaximumSeconds(model, std::max(0.01, std::min(left, 1e9)));
             Cbc_solve(model);
         }
 
@@ -174,13 +174,13 @@ private:
         }
         // CBC reports the bound in the model's own sense, without the offset.
         double bound = Cbc_getBestPossibleObjValue(model);
-        if (std::fabs(bound) < 1e300) r.best_bound = bound + m.objective_offset;
-        if (found && !std::isnan(r.best_bound))
-            r.best_bound = minimize ? std::min(r.best_bound, r.objective) : std::max(r.best_bound, r.objective);
+        if (std::fabs(bound) < 1e300) r.bound = bound + m.objective_offset;
+        if (found && !std::isnan(r.bound))
+            r.bound = minimize ? std::min(r.bound, r.objective) : std::max(r.bound, r.objective);
 
         if (Cbc_isProvenOptimal(model) && found) {
             r.status = status::optimal;
-            r.best_bound = r.objective;
+            r.bound = r.objective;
         } else if (Cbc_isContinuousUnbounded(model)) {
             r.status = status::unbounded;
             r.message = is_mip ? "LP relaxation is unbounded" : "LP is unbounded";

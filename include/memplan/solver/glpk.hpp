@@ -179,11 +179,12 @@ inline int glpk_ms(double seconds) noexcept {
 struct glpk_solver {
     static constexpr std::string_view name = "glpk";
 
-    /// Solves `m` within `o.time_limit_seconds`; never throws for solver
+    /// Solves `m` by `o.limit()`; never throws for solver
     /// outcomes and never aborts.
     milp_result solve(const milp_model& m, const solve_options& o) const {
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
+        const memplan::deadline until = o.limit(); // counted from the call
         auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
         auto finish = [&](milp_result r) {
             r.seconds = elapsed();
@@ -230,16 +231,14 @@ struct glpk_solver {
         detail::glpk_session session;
         session.echo = o.verbose;
         session.watch = interior;
-        session.deadline = start + std::chrono::duration_cast<clock::duration>(
-                                       std::chrono::duration<double>(std::max(0.0, o.time_limit_seconds)));
+        session.deadline = until.end();
         detail::glpk_search search;
         search.incumbent = use_incumbent ? x1.data() : nullptr;
         search.minimize = minimize;
 
         int lp_rc = 0, lp_status = 0, lp_dual = 0, mip_rc = 0, mip_status = 0, ipt_rc = 0, ipt_status = 0;
         double lp_obj = 0, obj = 0;
-        const int lp_ms = detail::glpk_ms(o.time_limit_seconds);
-        const double limit = o.time_limit_seconds;
+        const int lp_ms = detail::glpk_ms(until.remaining());
 
         auto body = [&] {
             glp_prob* p = glp_create_prob();
@@ -302,7 +301,7 @@ struct glpk_solver {
             glp_init_iocp(&mip);
             mip.msg_lev = o.verbose ? GLP_MSG_ON : GLP_MSG_OFF;
             mip.presolve = GLP_OFF; // presolve renumbers columns, which breaks the warm start
-            mip.tm_lim = detail::glpk_ms(limit - elapsed());
+            mip.tm_lim = detail::glpk_ms(until.remaining());
             mip.mip_gap = o.relative_gap > 0 ? o.relative_gap : 0.0;
             mip.cb_func = detail::glpk_callback;
             mip.cb_info = &search;
@@ -358,7 +357,7 @@ struct glpk_solver {
         if (!is_mip) {
             r.status = status::optimal;
             r.objective = obj;
-            r.best_bound = obj;
+            r.bound = obj;
             r.values = std::move(out);
             return finish(std::move(r));
         }
@@ -375,10 +374,10 @@ struct glpk_solver {
             r.objective = obj;
             bound = minimize ? std::min(bound, obj) : std::max(bound, obj);
         }
-        r.best_bound = bound;
+        r.bound = bound;
         if (mip_rc == 0 && mip_status == GLP_OPT) {
             r.status = status::optimal;
-            r.best_bound = obj;
+            r.bound = obj;
         } else if (mip_rc == 0 && mip_status == GLP_NOFEAS) {
             r.status = status::infeasible;
             r.message = "no integer solution exists (branch-and-bound exhausted)";
@@ -426,7 +425,7 @@ private:
         }
         if (rc == 0 && st == GLP_OPT) {
             r.status = status::optimal;
-            r.best_bound = obj;
+            r.bound = obj;
         } else if (auto why = check_solution(m, x, 1e-3)) {
             r.status = status::error;
             r.message = "glp_interior stopped early (code " + std::to_string(rc) + ") at a point that fails the check: " +

@@ -7,6 +7,7 @@
 // solver crash. Solver outcomes are values (`milp_result`), never exceptions.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/status.hpp>
 
 #include <algorithm>
@@ -56,7 +57,8 @@ enum class lp_algorithm {
 };
 
 struct solve_options {
-    double time_limit_seconds = 10; ///< wall-clock budget of one solve
+    memplan::deadline deadline{};   ///< the solve stops by then (shared with the caller's other steps)
+    double time_limit_seconds = 10; ///< and at most this long from its start (infinity: only `deadline`)
     double relative_gap = 0;        ///< stop once |objective - bound| <= gap * |objective|
     bool verbose = false;           ///< let the backend print its log
     /// For pure LPs only (a MILP's relaxations stay with simplex: branch and
@@ -66,6 +68,10 @@ struct solve_options {
     /// `status::feasible` with its best point, columns clipped to their
     /// bounds, when every row holds within 1e-3 relative; else an error.
     lp_algorithm lp_method = lp_algorithm::simplex;
+
+    /// When a solve that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
 };
 
 /// A MILP: minimise or maximise objective_offset + sum(objective * column)
@@ -114,7 +120,7 @@ struct milp_result {
     double objective = 0;  ///< of `values`, offset included (when has_solution)
     /// Proven bound on the optimum in the objective's direction (a lower bound
     /// when minimising); equal to `objective` when optimal. NaN when unknown.
-    double best_bound = std::numeric_limits<double>::quiet_NaN();
+    double bound = std::numeric_limits<double>::quiet_NaN();
     std::vector<double> values; ///< one per column (when has_solution)
     double seconds = 0;         ///< wall time of the solve
     std::int64_t nodes = 0;     ///< branch-and-bound nodes (0 for an LP)
@@ -123,9 +129,9 @@ struct milp_result {
     /// |objective - bound| / max(|objective|, 1e-9); 0 when optimal, NaN when
     /// there is no solution or no bound.
     double gap() const noexcept {
-        if (!has_solution(status) || std::isnan(best_bound)) return std::numeric_limits<double>::quiet_NaN();
+        if (!has_solution(status) || std::isnan(bound)) return std::numeric_limits<double>::quiet_NaN();
         if (status == memplan::status::optimal) return 0;
-        return std::fabs(objective - best_bound) / std::max(std::fabs(objective), 1e-9);
+        return std::fabs(objective - bound) / std::max(std::fabs(objective), 1e-9);
     }
 };
 

@@ -33,7 +33,7 @@ int run_plan_remat(const parsed_args& a) {
     const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
     if (fits) check_remat_plan(g, r);
     const auto output = a.value("--output");
-    if (fits && output) memplan::write_plan_json(*output, g, r.planned.plan); // before any output: a failure is one line
+    if (fits && output) memplan::write_plan_json(*output, g, r.plan); // before any output: a failure is one line
 
     const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
@@ -44,8 +44,8 @@ int run_plan_remat(const parsed_args& a) {
               << percent(ratio(opt.budget, base.arena()), 1) << " of store-all\n"
               << "store-all:     " << bytes_both(base.arena()) << "\n";
     if (!fits) {
-        std::cout << "any schedule:  " << bytes_both(r.min_memory)
-                  << (r.min_memory_op.empty() ? "" : " (op '" + r.min_memory_op + "')") << "\n"
+        std::cout << "any schedule:  " << bytes_both(r.bound)
+                  << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n"
                   << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
         if (output) std::cout << "nothing written\n";
         std::cout.flush();
@@ -57,13 +57,15 @@ int run_plan_remat(const parsed_args& a) {
         std::cerr << "memplan: no plan: " << reason << "\n";
         return exit_negative;
     }
-    const std::size_t recomputed = r.planned.plan.steps.size() >= g.num_ops() ? r.planned.plan.steps.size() - g.num_ops() : 0;
+    const std::size_t recomputed = r.plan.steps.size() >= g.num_ops() ? r.plan.steps.size() - g.num_ops() : 0;
     std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), base.arena()), 1)
               << " of store-all\n"
               << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
-              << " vs store-all " << memplan::cli::fixed(r.base_cost, 1) << ")\n"
-              << "steps:         " << r.planned.plan.steps.size() << " (" << recomputed << " recomputed)\n"
-              << "lower bound:   " << bytes_both(r.planned.lower_bound) << "\n"
+              << " vs store-all, fastest variants " << memplan::cli::fixed(r.fastest_cost, 1) << "; "
+              << signed_percent(r.default_variant_overhead()) << " vs store-all, default variants "
+              << memplan::cli::fixed(r.base_cost, 1) << ")\n"
+              << "steps:         " << r.plan.steps.size() << " (" << recomputed << " recomputed)\n"
+              << "lower bound:   " << bytes_both(r.schedule_bound) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
     if (output) std::cout << "wrote " << *output << "\n";
     return exit_ok;
@@ -90,13 +92,13 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
               << " buffers)\n"
               << "order:         " << order << " (" << memplan::to_string(ordered.status) << "), LB "
-              << bytes_both(ordered.peak) << " vs default order " << bytes_both(default_lb) << ", "
+              << bytes_both(ordered.size) << " vs default order " << bytes_both(default_lb) << ", "
               << memplan::cli::human_seconds(ordered.seconds) << "\n"
               << "allocator:     " << allocator.name() << " (" << memplan::to_string(r.status) << "), alignment "
               << alignment << "\n"
               << "arena:         " << bytes_both(r.plan.arena_bytes) << "\n"
-              << "lower bound:   " << bytes_both(r.lower_bound) << "\n"
-              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4) << "\n"
+              << "lower bound:   " << bytes_both(r.bound) << "\n"
+              << "arena / LB:    " << memplan::cli::fixed(ratio(r.plan.arena_bytes, r.bound), 4) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds + ordered.seconds) << "\n";
     if (auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
     return exit_ok;

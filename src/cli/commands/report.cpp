@@ -39,8 +39,8 @@ int run_report(const command& c, const std::vector<std::string>& args) {
         const double saved_fw = 100.0 * (1.0 - ratio(r.plan.arena_bytes, framework.plan.arena_bytes));
         t.add_row({g.name(), std::to_string(g.num_ops()), memplan::cli::human_bytes(none.plan.arena_bytes),
                    memplan::cli::human_bytes(framework.plan.arena_bytes), memplan::cli::human_bytes(r.plan.arena_bytes),
-                   std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.lower_bound),
-                   memplan::cli::fixed(ratio(r.plan.arena_bytes, r.lower_bound), 4), memplan::cli::fixed(saved, 1) + " %",
+                   std::to_string(r.plan.arena_bytes), memplan::cli::human_bytes(r.bound),
+                   memplan::cli::fixed(ratio(r.plan.arena_bytes, r.bound), 4), memplan::cli::fixed(saved, 1) + " %",
                    memplan::cli::fixed(saved_fw, 1) + " %", memplan::cli::human_seconds(r.seconds + ordered.seconds)});
     }
     std::cout << "order " << order << ", allocator " << allocator.name() << ", alignment " << alignment

@@ -22,6 +22,6 @@ int main() {
         return 1;
     }
     std::cout << "consumer: valid plan, arena " << result.plan.arena_bytes << " bytes, lower bound "
-              << result.lower_bound << "\n";
+              << result.bound << "\n";
     return 0;
 }

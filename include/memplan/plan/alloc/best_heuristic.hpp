@@ -6,6 +6,7 @@
 // skeleton); the pick does not depend on which thread ran what.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/plan/alloc/greedy.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
@@ -26,6 +27,10 @@ namespace memplan {
 struct best_heuristic {
     static constexpr std::string_view name = "best_heuristic";
 
+    /// No pass starts after it, except the first (each pass is linear-ish
+    /// and cannot be interrupted).
+    memplan::deadline deadline{};
+
     /// The lowest of the five placements (ties: the first in the order above).
     /// Status `error` only when every pass overflows `Size`.
     template <class Size>
@@ -38,7 +43,7 @@ struct best_heuristic {
         constexpr std::size_t passes = 5;
         struct outcome {
             bool ok = false;
-            Size height = 0;
+            Size size = 0;
             std::vector<Size> offsets;
         };
         std::array<outcome, passes> out;
@@ -61,8 +66,8 @@ struct best_heuristic {
             }
             }
             if (!o.ok) return;
-            o.height = placement_height(p, o.offsets);
-            if (o.height == lb) {
+            o.size = placement_height(p, o.offsets);
+            if (o.size == lb) {
                 std::size_t seen = first_optimal.load();
                 while (k < seen && !first_optimal.compare_exchange_weak(seen, k)) {
                 }
@@ -71,7 +76,7 @@ struct best_heuristic {
         // Each worker takes the next pass not yet taken, in list order.
         auto worker = [&](detail::interval_tree<Size>& tree) {
             for (std::size_t k; (k = next.fetch_add(1)) < passes;)
-                if (k < first_optimal.load()) run_pass(k, tree);
+                if (k < first_optimal.load() && (k == 0 || !deadline.expired())) run_pass(k, tree);
         };
 
         std::exception_ptr helper_error;
@@ -106,16 +111,16 @@ struct best_heuristic {
         basic_alloc_result<Size> best;
         bool have = false;
         for (std::size_t k = 0; k < passes && k <= first_optimal.load(); ++k) {
-            if (!out[k].ok || (have && out[k].height >= best.height)) continue;
+            if (!out[k].ok || (have && out[k].size >= best.size)) continue;
             have = true;
-            best.height = out[k].height;
+            best.size = out[k].size;
             best.offsets = std::move(out[k].offsets);
         }
         if (have) {
             detail::finish_result(p, best, lb);
         } else {
             best = detail::overflow_result(p);
-            best.lower_bound = lb;
+            best.bound = lb;
         }
         best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return best;

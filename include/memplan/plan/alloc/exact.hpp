@@ -11,6 +11,7 @@
 #include <memplan/check/placement.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
+#include <memplan/core/deadline.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/alloc/detail/exact_reduce.hpp>
 #include <memplan/plan/alloc/detail/exact_search.hpp>
@@ -261,7 +262,12 @@ private:
 struct exact {
     static constexpr std::string_view name = "exact";
 
-    double time_limit_seconds = 10;
+    memplan::deadline deadline{};   ///< the search stops by then (shared with the caller's other steps)
+    double time_limit_seconds = 10; ///< and at most this long from the call (infinity: only `deadline`)
+    /// Minimisation stops once the height is within this fraction of the
+    /// proven lower bound (status `feasible` unless they meet): 0 searches
+    /// until proven or out of time; "auto" allocation uses `auto_gap`.
+    double gap = 0;
     std::uint64_t capacity = 0; ///< overrides the problem's capacity when nonzero
     /// Called about once a second while searching (e.g. by the CLI).
     std::function<void(const exact_progress&)> on_progress;
@@ -273,19 +279,19 @@ struct exact {
                       "exact works on unsigned sizes of at most 64 bits");
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
-        const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                          std::chrono::duration<double>(std::max(0.0, time_limit_seconds)));
+        const memplan::deadline until = limit();
+        const auto deadline = until.end();
         validate(problem);
         basic_alloc_result<Size> res;
         res.offsets.assign(problem.items.size(), 0);
-        res.lower_bound = lower_bound(problem);
+        res.bound = lower_bound(problem);
         const auto prep = detail::exact_prepare(problem);
         const auto& in = prep.instance;
         const std::uint64_t align = prep.align;
         const std::uint64_t cap = capacity ? capacity : static_cast<std::uint64_t>(problem.capacity);
         auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
 
-        std::uint64_t best_height = 0, proven_lb = res.lower_bound;
+        std::uint64_t best_height = 0, proven_lb = res.bound;
         std::vector<std::uint64_t> best; // units
         bool have_best = false;
         detail::exact_decider decider(in);
@@ -301,7 +307,7 @@ struct exact {
             if (have_best)
                 for (std::size_t k = 0; k < prep.index.size(); ++k)
                     res.offsets[prep.index[k]] = static_cast<Size>(best[k] * align);
-            res.height = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
+            res.size = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
             res.status = st;
             res.message = std::move(message);
             // Every placement returned passes the independent validator.
@@ -314,13 +320,13 @@ struct exact {
         };
         if (in.num_buffers() == 0) {
             have_best = true;
-            return finish(cap && res.lower_bound > cap ? memplan::status::infeasible : memplan::status::optimal, "");
+            return finish(cap && res.bound > cap ? memplan::status::infeasible : memplan::status::optimal, "");
         }
 
         if (cap > 0) { // decision
-            if (res.lower_bound > cap)
+            if (res.bound > cap)
                 return finish(memplan::status::infeasible,
-                              "lower bound " + std::to_string(res.lower_bound) + " exceeds capacity " +
+                              "lower bound " + std::to_string(res.bound) + " exceeds capacity " +
                                   std::to_string(cap));
             std::vector<std::uint64_t> off;
             const auto r = decider.decide(cap, align, deadline, off);
@@ -328,14 +334,13 @@ struct exact {
                 best = std::move(off);
                 have_best = true;
                 best_height = detail::exact_height(in, best, align);
-                return finish(best_height == res.lower_bound ? memplan::status::optimal : memplan::status::feasible,
+                return finish(best_height == res.bound ? memplan::status::optimal : memplan::status::feasible,
                               "");
             }
             if (r == detail::exact_outcome::not_found)
                 return finish(memplan::status::infeasible,
                               "search exhausted: no placement fits capacity " + std::to_string(cap));
-            return finish(memplan::status::no_solution,
-                          "time limit of " + std::to_string(time_limit_seconds) + " s reached");
+            return finish(memplan::status::no_solution, "time limit reached");
         }
 
         // Minimisation: greedy upper bound, then decisions at the lower bound
@@ -343,19 +348,25 @@ struct exact {
         best = detail::exact_greedy(in);
         have_best = true;
         best_height = detail::exact_height(in, best, align);
-        // The project's best heuristic usually starts lower than the greedy.
-        const auto h = best_heuristic{}.place(problem);
+        // The project's best heuristic usually starts lower than the greedy;
+        // it stops taking passes at the deadline, like the search after it.
+        best_heuristic heuristic;
+        heuristic.deadline = until;
+        const auto h = heuristic.place(problem);
         const bool aligned = std::all_of(h.offsets.begin(), h.offsets.end(),
                                          [&](Size o) { return static_cast<std::uint64_t>(o) % align == 0; });
         if (has_solution(h.status) && aligned && h.offsets.size() == problem.items.size() &&
-            static_cast<std::uint64_t>(h.height) < best_height) {
+            static_cast<std::uint64_t>(h.size) < best_height) {
             for (std::size_t k = 0; k < prep.index.size(); ++k)
                 best[k] = static_cast<std::uint64_t>(h.offsets[prep.index[k]]) / align;
             best_height = detail::exact_height(in, best, align);
         }
         std::uint64_t lo = proven_lb, hi = best_height; // the answer lies in [lo, hi] unless a probe timed out
         bool first = true;
-        while (lo < hi && clock::now() < deadline) {
+        auto within_gap = [&] {
+            return static_cast<double>(hi - std::min(hi, proven_lb)) <= gap * static_cast<double>(hi);
+        };
+        while (lo < hi && clock::now() < deadline && !within_gap()) {
             const std::uint64_t h = first ? lo : lo + (hi - lo) / 2;
             first = false;
             // Each probe gets half of what is left, so a hard height cannot eat it all.
@@ -373,10 +384,19 @@ struct exact {
             }
         }
         const bool proven = best_height <= proven_lb;
-        res.lower_bound = static_cast<Size>(std::min(best_height, proven_lb));
-        return finish(proven ? memplan::status::optimal : memplan::status::feasible, "");
+        res.bound = static_cast<Size>(std::min(best_height, proven_lb));
+        return finish(proven ? memplan::status::optimal : memplan::status::feasible,
+                      !proven && within_gap() ? "within the relative gap of the lower bound" : "");
     }
+
+    /// When a call that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
 };
+
+/// The relative gap at which "auto" allocation (the best heuristic, then the
+/// exact search) stops: closing the last 0.01 % rarely pays for its time.
+inline constexpr double auto_gap = 1e-4;
 
 static_assert(AllocatorLike<exact>);
 

@@ -103,9 +103,9 @@ interval_tree<Size> make_interval_tree(const basic_alloc_problem<Size>& p) {
 /// Fills height, lower bound and status from the offsets (seconds: the caller).
 template <class Size>
 void finish_result(const basic_alloc_problem<Size>& p, basic_alloc_result<Size>& r, Size lb) {
-    r.height = placement_height(p, r.offsets);
-    r.lower_bound = lb;
-    r.status = r.height == lb ? status::optimal : status::feasible;
+    r.size = placement_height(p, r.offsets);
+    r.bound = lb;
+    r.status = r.size == lb ? status::optimal : status::feasible;
 }
 
 template <class Size>
@@ -132,7 +132,7 @@ basic_alloc_result<Size> run_pass(const basic_alloc_problem<Size>& p, Fill&& fil
         finish_result(p, r, lb);
     } else {
         r = overflow_result(p);
-        r.lower_bound = lb;
+        r.bound = lb;
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;

@@ -263,16 +263,16 @@ std::optional<std::vector<Size>> offset_model_placement(const basic_alloc_proble
 /// What `milp_allocator::solve` reports beyond the allocation result.
 template <class Size>
 struct milp_alloc_outcome : basic_alloc_result<Size> {
-    Size proven_bound = 0;                              ///< best lower bound proven (>= lower_bound)
+    Size proven_bound = 0;                              ///< best lower bound proven (also in `bound`)
     memplan::status solver_status = memplan::status::error; ///< the backend's own outcome
     std::int64_t nodes = 0;                             ///< branch-and-bound nodes
     double solver_seconds = 0;                          ///< time inside the backend
     bool solver_ran = false;                            ///< false when greedy already met the bound
 
     double gap() const noexcept {
-        return this->height == 0 ? 0.0
-                                 : static_cast<double>(this->height - std::min(this->height, proven_bound)) /
-                                       static_cast<double>(this->height);
+        return this->size == 0 ? 0.0
+                                 : static_cast<double>(this->size - std::min(this->size, proven_bound)) /
+                                       static_cast<double>(this->size);
     }
 };
 
@@ -299,17 +299,19 @@ struct milp_allocator {
     milp_alloc_outcome<Size> solve(const basic_alloc_problem<Size>& p) const {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
+        const memplan::deadline until = options.limit();
         milp_alloc_outcome<Size> r;
         auto finish = [&](memplan::status s, std::string message = {}) {
             r.status = s;
             r.message = std::move(message);
-            if (has_solution(s)) r.height = placement_height(p, r.offsets);
+            if (has_solution(s)) r.size = placement_height(p, r.offsets);
+            r.bound = r.proven_bound; // the one bound a result reports is the best proven
             r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
             return std::move(r);
         };
         validate(p);
         const Size lb = lower_bound(p);
-        r.lower_bound = r.proven_bound = lb;
+        r.bound = r.proven_bound = lb;
         const bool decision = p.capacity > 0;
         if (decision && lb > p.capacity)
             return finish(status::infeasible, "capacity " + detail::size_text(p.capacity) +
@@ -336,16 +338,16 @@ struct milp_allocator {
         auto model = make_offset_model(p, r.proven_bound, upper);
         if (greedy_fits) model.model.incumbent = offset_model_point(p, model, greedy);
         solve_options o = options;
-        o.time_limit_seconds = std::max(0.01, options.time_limit_seconds -
-                                                  std::chrono::duration<double>(clock::now() - t0).count());
+        o.deadline = until;
+        o.time_limit_seconds = no_time_limit;
         const milp_result res = solver.solve(model.model, o);
         r.solver_ran = true;
         r.solver_status = res.status;
         r.nodes = res.nodes;
         r.solver_seconds = res.seconds;
-        if (!std::isnan(res.best_bound) && (has_solution(res.status) || res.status == status::no_solution)) {
+        if (!std::isnan(res.bound) && (has_solution(res.status) || res.status == status::no_solution)) {
             // Heights are whole bytes: round the bound up, less a hair for floating point.
-            const double b = std::ceil(res.best_bound * model.unit - 1e-6 * std::max(1.0, res.best_bound * model.unit));
+            const double b = std::ceil(res.bound * model.unit - 1e-6 * std::max(1.0, res.bound * model.unit));
             if (b > static_cast<double>(r.proven_bound)) r.proven_bound = static_cast<Size>(std::min(b, static_cast<double>(upper)));
         }
 

@@ -43,15 +43,15 @@ struct basic_alloc_problem {
 template <class Size = std::uint64_t>
 struct basic_alloc_result {
     memplan::status status = memplan::status::error;
-    std::vector<Size> offsets; ///< one per item
-    Size height = 0;           ///< max over items of offset + size
-    Size lower_bound = 0;      ///< max over time of the summed sizes live
-    double seconds = 0;        ///< wall time spent placing
     std::string message;       ///< reason for infeasible / error; empty otherwise
+    Size bound = 0;            ///< proven lower bound on `size` (at least the summed sizes live at one time)
+    Size size = 0;             ///< the height: max over items of offset + size
+    double seconds = 0;        ///< wall time spent placing
+    std::vector<Size> offsets; ///< one per item
 
-    /// height / lower bound (1 when both are 0).
+    /// size / bound (1 when both are 0).
     double ratio() const noexcept {
-        return lower_bound == 0 ? (height == 0 ? 1.0 : 0.0) : static_cast<double>(height) / static_cast<double>(lower_bound);
+        return bound == 0 ? (size == 0 ? 1.0 : 0.0) : static_cast<double>(size) / static_cast<double>(bound);
     }
 };
 

@@ -9,6 +9,7 @@
 // that by beam x depth, so it is skipped on graphs above `lookahead_max_ops`.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/schedule/order/detail/list_state.hpp>
 #include <memplan/schedule/order/order.hpp>
 
@@ -116,6 +117,7 @@ struct greedy_order {
     std::size_t lookahead = 3;               ///< steps the lookahead rule follows (<= 1: rule off)
     std::size_t beam = 4;                    ///< ready ops the lookahead rule tries per step
     std::size_t lookahead_max_ops = 20000;   ///< skip the lookahead rule on larger graphs
+    memplan::deadline deadline{};            ///< no rule starts after it (the first always runs)
 
     /// The lowest-peak order among the rules and the listed order, its peak
     /// and the order-independent bound. Throws `memplan::error` when the graph
@@ -139,9 +141,13 @@ struct greedy_order {
                 kept = std::move(what);
             }
         };
-        for (auto rule : {greedy_rule::peak, greedy_rule::carried, greedy_rule::step})
+        bool first = true;
+        for (auto rule : {greedy_rule::peak, greedy_rule::carried, greedy_rule::step}) {
+            if (!first && deadline.expired()) break;
+            first = false;
             consider(detail::greedy_list_order(g, rule), "rule " + std::string(to_string(rule)));
-        if (lookahead > 1 && beam > 1 && g.num_ops() <= lookahead_max_ops)
+        }
+        if (lookahead > 1 && beam > 1 && g.num_ops() <= lookahead_max_ops && !deadline.expired())
             consider(detail::greedy_list_order(g, greedy_rule::peak, lookahead, beam),
                      "rule peak with lookahead " + std::to_string(lookahead));
 

@@ -39,8 +39,9 @@ std::string model_size_text(const order_model<Graph>& om) {
 
 } // namespace detail
 
-/// Ordering by MILP (see the file comment). `options.time_limit_seconds`
-/// bounds the whole call, the greedy warm start included.
+/// Ordering by MILP (see the file comment). `options.limit()` (its deadline,
+/// or its time limit from the call) bounds the whole call, the greedy warm
+/// start included.
 template <SolverLike S>
 struct ilp_order {
     static constexpr std::string_view name = "ilp";
@@ -49,6 +50,9 @@ struct ilp_order {
     solve_options options{};
     greedy_order warm{};               ///< the incumbent handed to the solver
     std::size_t max_columns = 400000;  ///< above this, keep the greedy order (use `windowed`)
+    /// Stop once the peak is within this fraction of the order-free bound
+    /// (cut_bound.hpp) or of the solver's bound, which is never below it.
+    double gap = 1e-4;
 
     /// Status optimal when the peak is proven minimal (MILP optimal, or the
     /// greedy order meets a bound); feasible when the time limit or the model
@@ -59,10 +63,18 @@ struct ilp_order {
         using size_type = typename Graph::size_type;
         const auto start = std::chrono::steady_clock::now();
         auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+        const memplan::deadline until = options.limit();
 
-        order_result<Graph> r = warm.order(g);
+        greedy_order start_order = warm;
+        start_order.deadline = earliest(start_order.deadline, until);
+        order_result<Graph> r = start_order.order(g);
         if (r.status == status::optimal) {
             r.message = "greedy order meets the lower bound (" + r.message + "); no MILP needed";
+            r.seconds = elapsed();
+            return r;
+        }
+        if (static_cast<double>(r.size - std::min(r.size, r.bound)) <= gap * static_cast<double>(r.size)) {
+            r.message = "greedy order within the relative gap of the lower bound (" + r.message + "); no MILP needed";
             r.seconds = elapsed();
             return r;
         }
@@ -76,7 +88,9 @@ struct ilp_order {
             return r;
         }
         solve_options o = options;
-        o.time_limit_seconds = std::max(0.01, options.time_limit_seconds - elapsed());
+        o.deadline = until;
+        o.time_limit_seconds = no_time_limit;
+        o.relative_gap = std::max(o.relative_gap, gap); // the model's bound is >= the cut bound
         const milp_result mr = solver.solve(om->model, o);
 
         std::string note = "MILP " + detail::model_size_text(*om) + "; " + std::string(S::name) + " " +
@@ -89,13 +103,13 @@ struct ilp_order {
             return r;
         }
         size_type bound = r.bound;
-        if (!std::isnan(mr.best_bound) && mr.best_bound > 0) {
-            const double units = std::ceil(mr.best_bound - 1e-6);
+        if (!std::isnan(mr.bound) && mr.bound > 0) {
+            const double units = std::ceil(mr.bound - 1e-6);
             bound = std::max(bound, static_cast<size_type>(static_cast<size_type>(units) *
                                                            static_cast<size_type>(om->unit)));
         }
         auto best = greedy_order_ids;
-        size_type best_peak = r.peak;
+        size_type best_peak = r.size;
         std::string kept = "kept the greedy order";
         if (has_solution(mr.status)) {
             auto mine = detail::order_from_solution(g, index, greedy_order_ids, *om, mr.values);

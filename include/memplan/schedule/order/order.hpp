@@ -27,11 +27,11 @@ namespace memplan {
 template <class Graph>
 struct order_result {
     memplan::status status = memplan::status::error;
-    basic_schedule<typename Graph::id_type> schedule;
-    typename Graph::size_type peak = 0;  ///< schedule_lower_bound of `schedule`
-    typename Graph::size_type bound = 0; ///< no order peaks below it (>= schedule_free_lower_bound)
-    double seconds = 0;                  ///< wall time of the planner
     std::string message;                 ///< notes: variant kept, solver outcome, ...
+    typename Graph::size_type bound = 0; ///< no order peaks below it (>= schedule_free_lower_bound)
+    typename Graph::size_type size = 0;  ///< the peak: schedule_lower_bound of `schedule`
+    double seconds = 0;                  ///< wall time of the planner
+    basic_schedule<typename Graph::id_type> schedule;
 };
 
 /// An ordering planner: a static `name` and a const `order(g)`. Planners
@@ -152,9 +152,9 @@ void finish_order_result(const Graph& g, const std::vector<typename Graph::id_ty
     if (auto why = check_topological_order(g, order))
         throw error("order", "planner produced an invalid order for graph '" + g.name() + "': " + *why);
     r.schedule = schedule_from_order(g, order);
-    r.peak = schedule_lower_bound(g, r.schedule);
-    r.bound = std::min(bound, r.peak);
-    r.status = r.peak <= r.bound ? status::optimal : status::feasible;
+    r.size = schedule_lower_bound(g, r.schedule);
+    r.bound = std::min(bound, r.size);
+    r.status = r.size <= r.bound ? status::optimal : status::feasible;
 }
 
 /// Rejects graphs an order cannot be made for.

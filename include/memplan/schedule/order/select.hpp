@@ -6,6 +6,7 @@
 // whole order, which would not solve in time.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/registry.hpp>
 #include <memplan/schedule/order/default_order.hpp>
@@ -26,7 +27,9 @@ namespace memplan {
 
 /// Knobs the named planners take.
 struct order_options {
-    double time_limit_seconds = 10; ///< ilp: the whole call
+    memplan::deadline deadline{};   ///< ilp: the whole call stops by then
+    double time_limit_seconds = 10; ///< ilp: and at most this long from its start
+    double gap = 1e-4;              ///< ilp: stop once the peak is within this fraction of the bound
     std::size_t lookahead = 3;      ///< greedy: lookahead depth (<= 1: off)
     std::size_t ilp_max_ops = 300;  ///< ilp: larger graphs get the windowed improvement
     std::size_t window = 24;        ///< ilp on large graphs: steps per window
@@ -42,14 +45,18 @@ order_result<Graph> order_ilp(const Graph& g, const S& solver, const order_optio
     warm.lookahead = opt.lookahead;
     if (g.num_ops() <= opt.ilp_max_ops) {
         ilp_order<S> p{solver};
+        p.options.deadline = opt.deadline;
         p.options.time_limit_seconds = opt.time_limit_seconds;
+        p.gap = opt.gap;
         p.options.verbose = opt.verbose;
         p.warm = warm;
         return p.order(g);
     }
     windowed<S> p{solver};
     p.window = opt.window;
+    p.deadline = opt.deadline;
     p.time_limit_seconds = opt.time_limit_seconds;
+    p.gap = opt.gap;
     p.start = warm;
     return p.order(g);
 }

@@ -7,6 +7,7 @@
 // at the peak). Passes repeat until one improves nothing or time runs out.
 #pragma once
 
+#include <memplan/core/deadline.hpp>
 #include <memplan/schedule/order/detail/order_model.hpp>
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/schedule/order/order.hpp>
@@ -30,8 +31,10 @@ struct windowed {
     S solver{};
     std::size_t window = 24;                ///< steps per window (>= 2)
     std::size_t stride = 0;                 ///< steps between window starts; 0: window / 2
-    double time_limit_seconds = 10;         ///< the whole call
+    memplan::deadline deadline{};           ///< the whole call stops by then
+    double time_limit_seconds = 10;         ///< and at most this long from its start
     double window_time_limit_seconds = 2;   ///< one window's solve
+    double gap = 1e-4;                      ///< stop once the peak is within this fraction of the bound
     std::size_t max_passes = 8;
     greedy_order start{};
 
@@ -44,8 +47,11 @@ struct windowed {
         using size_type = typename Graph::size_type;
         const auto t0 = std::chrono::steady_clock::now();
         auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+        const memplan::deadline until = limit();
 
-        order_result<Graph> r = start.order(g);
+        greedy_order start_order = start;
+        start_order.deadline = earliest(start_order.deadline, until);
+        order_result<Graph> r = start_order.order(g);
         if (r.status == status::optimal) {
             r.message = "greedy order meets the lower bound (" + r.message + ")";
             r.seconds = elapsed();
@@ -69,12 +75,18 @@ struct windowed {
         auto best = score(live);
         std::size_t solved = 0, improved = 0, errors = 0;
         std::string last_error;
-        bool out_of_time = false;
-        for (std::size_t pass = 0; pass < max_passes && !out_of_time; ++pass) {
+        bool out_of_time = false, close_enough = false;
+        const size_type bound = r.bound;
+        for (std::size_t pass = 0; pass < max_passes && !out_of_time && !close_enough; ++pass) {
             bool any = false;
             for (std::size_t lo = 0; lo + 1 < n; lo += step) {
                 const std::size_t hi = std::min(n, lo + W);
-                const double left = time_limit_seconds - elapsed();
+                if (static_cast<double>(best.first - std::min(best.first, bound)) <=
+                    gap * static_cast<double>(best.first)) {
+                    close_enough = true;
+                    break;
+                }
+                const double left = until.remaining();
                 if (left <= 0.01) {
                     out_of_time = true;
                     break;
@@ -86,7 +98,8 @@ struct windowed {
                                                        static_cast<std::size_t>(-1), why);
                     if (om) {
                         solve_options o;
-                        o.time_limit_seconds = std::min(window_time_limit_seconds, left);
+                        o.deadline = until;
+                        o.time_limit_seconds = window_time_limit_seconds;
                         const milp_result mr = solver.solve(om->model, o);
                         ++solved;
                         if (has_solution(mr.status)) {
@@ -109,16 +122,20 @@ struct windowed {
             }
             if (!any) break;
         }
-        const size_type bound = r.bound;
         const std::string greedy_note = r.message;
         detail::finish_order_result(g, order, bound, r);
         r.message = "windows of " + std::to_string(W) + " steps: " + std::to_string(solved) + " solved, " +
                     std::to_string(improved) + " improved" + (out_of_time ? ", time limit reached" : "") +
+                    (close_enough ? ", within the relative gap of the bound" : "") +
                     "; start: " + greedy_note;
         if (errors > 0) r.message += "; " + std::to_string(errors) + " solver errors, last: " + last_error;
         r.seconds = elapsed();
         return r;
     }
+
+    /// When a call that starts now must stop: `deadline`, or
+    /// `time_limit_seconds` from now when that comes first.
+    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
 };
 
 } // namespace memplan
