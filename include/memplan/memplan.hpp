@@ -20,9 +20,11 @@
 #include <memplan/nn/network.hpp>
 #include <memplan/zoo/zoo.hpp>
 
-// Schedules, liveness, operator order
+// Schedules, liveness, lower bounds, operator order
+#include <memplan/schedule/bounds.hpp>
+#include <memplan/schedule/buffer.hpp>
+#include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/liveness.hpp>
-#include <memplan/schedule/order/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>
 #include <memplan/schedule/schedule.hpp>
 
