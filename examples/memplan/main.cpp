@@ -13,7 +13,6 @@
 #include <memplan/check/placement.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/core/error.hpp>
-#include <memplan/graph/from_intervals.hpp>
 #include <memplan/io/checkmate_json.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
@@ -21,6 +20,7 @@
 #include <memplan/io/svg_plot.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/plan/from_intervals.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/store_all.hpp>
 #include <memplan/zoo/zoo.hpp>

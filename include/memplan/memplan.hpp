@@ -13,11 +13,10 @@
 #include <memplan/core/status.hpp>
 
 // Graphs, layers, training graphs, the zoo
-#include <memplan/graph/from_intervals.hpp>
 #include <memplan/graph/graph.hpp>
-#include <memplan/graph/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/nn/network.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/zoo/zoo.hpp>
 
 // Schedules, liveness, lower bounds, operator order
@@ -41,6 +40,7 @@
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/plan/plan.hpp>
 

@@ -6,7 +6,7 @@
 #include "order_brute_force.hpp"
 #include "random_graph.hpp"
 
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/schedule/cut_bound.hpp>
