@@ -16,6 +16,7 @@
 #include <memplan/io/checkmate_json.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
+#include <memplan/io/pareto_csv.hpp>
 #include <memplan/io/plan_json.hpp>
 #include <memplan/io/svg_plot.hpp>
 #include <memplan/plan/alloc/allocators.hpp>

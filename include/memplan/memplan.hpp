@@ -56,4 +56,5 @@
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
+#include <memplan/io/pareto_csv.hpp>
 #include <memplan/io/plan_json.hpp>
