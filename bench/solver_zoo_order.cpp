@@ -14,6 +14,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/exact.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>
 #include <memplan/solver/glpk.hpp>

@@ -7,6 +7,7 @@
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/from_intervals.hpp>
+#include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>
 

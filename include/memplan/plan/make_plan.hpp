@@ -1,14 +1,18 @@
 // From a graph and a schedule to a placed plan: liveness, then one allocation
 // item per block (a buffer and the in-place outputs that take it over), then
-// an allocation policy places the blocks in one arena.
+// an allocation policy places the blocks in one arena (a policy type, or a
+// heuristic chosen by name from plan/alloc/allocators.hpp).
 #pragma once
 
+#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/plan.hpp>
 #include <memplan/schedule/liveness.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <vector>
 
 namespace memplan {
@@ -92,6 +96,19 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+/// `make_plan` with the heuristic allocator called `allocator_name`. Throws
+/// `memplan::error` for an unknown name (before any work) or a malformed schedule.
+template <class Graph>
+basic_planned<typename Graph::size_type, typename Graph::id_type>
+make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
+          plan_options opt = {}) {
+    using size_type = typename Graph::size_type;
+    const auto table = heuristic_allocators<size_type>();
+    if (std::none_of(table.begin(), table.end(), [&](const auto& e) { return e.name == allocator_name; }))
+        allocate_with<size_type>(table, allocator_name, basic_alloc_problem<size_type>{}); // throws the message
+    return make_plan(g, s, named_allocator<size_type>{table, allocator_name}, opt);
 }
 
 } // namespace memplan

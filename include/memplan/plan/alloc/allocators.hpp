@@ -2,7 +2,7 @@
 // --allocator). The registry is a table of (name, function) entries built from
 // AllocatorLike types, so adding a policy is one line; other headers (exact or
 // MILP allocators) can build a larger table and look names up in it with
-// `allocate_with`.
+// `allocate_with`. `make_plan` by allocator name is in plan/make_plan.hpp.
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -11,7 +11,6 @@
 #include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
-#include <memplan/plan/make_plan.hpp>
 
 #include <algorithm>
 #include <array>
@@ -86,18 +85,5 @@ struct named_allocator {
 
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const { return allocate_with<Size>(table, which, p); }
 };
-
-/// `make_plan` with the heuristic allocator called `allocator_name`. Throws
-/// `memplan::error` for an unknown name (before any work) or a malformed schedule.
-template <class Graph>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
-make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
-          plan_options opt = {}) {
-    using size_type = typename Graph::size_type;
-    const auto table = heuristic_allocators<size_type>();
-    if (std::none_of(table.begin(), table.end(), [&](const auto& e) { return e.name == allocator_name; }))
-        allocate_with<size_type>(table, allocator_name, basic_alloc_problem<size_type>{}); // throws the message
-    return make_plan(g, s, named_allocator<size_type>{table, allocator_name}, opt);
-}
 
 } // namespace memplan
