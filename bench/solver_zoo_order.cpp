@@ -14,7 +14,8 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/exact.hpp>
-#include <memplan/schedule/order/cut_bound.hpp>
+#include <memplan/plan/make_plan.hpp>
+#include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>
 #include <memplan/solver/glpk.hpp>
 #include <memplan/zoo/zoo.hpp>

@@ -12,7 +12,7 @@
 
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/cuda/device.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/zoo/resnet.hpp>

@@ -13,7 +13,7 @@
 #include <memplan/engine/cuda/device.hpp>
 #include <memplan/engine/cuda/measure.hpp>
 #include <memplan/engine/cuda/profile.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 

@@ -13,16 +13,17 @@
 #include <memplan/core/status.hpp>
 
 // Graphs, layers, training graphs, the zoo
-#include <memplan/graph/from_intervals.hpp>
 #include <memplan/graph/graph.hpp>
-#include <memplan/graph/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/nn/network.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/zoo/zoo.hpp>
 
-// Schedules, liveness, operator order
+// Schedules, liveness, lower bounds, operator order
+#include <memplan/schedule/bounds.hpp>
+#include <memplan/schedule/buffer.hpp>
+#include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/liveness.hpp>
-#include <memplan/schedule/order/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>
 #include <memplan/schedule/schedule.hpp>
 
@@ -39,8 +40,9 @@
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/plan.hpp>
 
 // Solver interface (backend-neutral)
 #include <memplan/solver/model.hpp>
@@ -54,4 +56,5 @@
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
+#include <memplan/io/pareto_csv.hpp>
 #include <memplan/io/plan_json.hpp>

@@ -13,7 +13,7 @@
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/engine/recompute.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/engine/recompute.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 

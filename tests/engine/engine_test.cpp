@@ -7,7 +7,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/executor.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/select.hpp>

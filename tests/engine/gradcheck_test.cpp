@@ -9,7 +9,7 @@
 // value, one executor step per evaluation.
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/executor.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/make_plan.hpp>
 

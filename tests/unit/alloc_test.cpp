@@ -5,6 +5,7 @@
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,6 +4,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/io/checkmate_json.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The any-order lower bound (schedule/order/cut_bound.hpp): never above the
+// The any-order lower bound (schedule/cut_bound.hpp): never above the
 // best order found by enumeration or by any planner, exact where the order is
 // forced, and on training graphs at least every activation saved for the
 // backward pass.
@@ -6,10 +6,10 @@
 #include "support/order_brute_force.hpp"
 #include "support/random_graph.hpp"
 
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
-#include <memplan/schedule/order/cut_bound.hpp>
+#include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>
 
 #include <doctest/doctest.h>

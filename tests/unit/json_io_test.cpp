@@ -1,12 +1,13 @@
 // The JSON readers and writers (formats.md §1-2) and the graph of an offset
 // instance: exact round trips, every rejection naming its culprit, atomic
 // writes, and from_intervals keeping the lower bound of the shared instances.
-#include <memplan/graph/from_intervals.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/plan/from_intervals.hpp>
+#include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>
 

@@ -8,6 +8,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/io/graph_json.hpp>
+#include <memplan/io/pareto_csv.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/select.hpp>

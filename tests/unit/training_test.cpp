@@ -1,6 +1,6 @@
 // Derivation of training graphs: gradient accumulation on branching
 // networks, phases, persistence, optimizer state, data types and costs.
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/bounds.hpp>
 

@@ -5,7 +5,7 @@
 #include "support/fixtures.hpp"
 
 #include <memplan/check/validator.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>

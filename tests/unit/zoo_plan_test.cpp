@@ -3,6 +3,7 @@
 // order never peaks above the default one, and both respect the bounds.
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/zoo/zoo.hpp>
 

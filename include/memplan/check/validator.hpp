@@ -9,7 +9,7 @@
 #pragma once
 
 #include <memplan/graph/graph.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 
 #include <algorithm>

@@ -15,11 +15,11 @@
 #include <memplan/core/error.hpp>
 #include <memplan/engine/backend.hpp>
 #include <memplan/engine/program.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/nn/network.hpp>
 #include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/make_plan.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 // a kernel that touches it is wrong, and the null pointer makes that loud.
 #pragma once
 
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/nn/network.hpp>
 
 #include <cstddef>

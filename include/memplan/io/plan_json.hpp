@@ -11,7 +11,7 @@
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/graph_json.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/plan.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 // A layer lowers to forward and backward op specs over *slots*: its inputs,
 // its output, its parameters and state, tensors private to it (saved
 // statistics, masks, attention scores) and the gradients of all of these.
-// graph/training.hpp binds slots to graph tensors, sizes them for the run's
+// nn/training.hpp binds slots to graph tensors, sizes them for the run's
 // dtype and prices each op with the device's roofline; a training engine can
 // run the same specs with real kernels. Passes, implementation variants and
 // parameter roles are enums: a backend switches on them, and their graph

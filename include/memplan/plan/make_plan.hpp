@@ -6,12 +6,15 @@
 #pragma once
 
 #include <memplan/check/validator.hpp>
+#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/plan.hpp>
 #include <memplan/schedule/liveness.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <vector>
 
 namespace memplan {
@@ -118,6 +121,16 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+/// `make_plan` with the allocator called `allocator_name` (the registry of
+/// plan/alloc/allocators.hpp). Throws `memplan::error` for an unknown name
+/// (before any work) or a malformed schedule.
+template <class Graph>
+basic_planned<typename Graph::size_type, typename Graph::id_type>
+make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
+          plan_options opt = {}, const allocator_settings& settings = {}) {
+    return make_plan(g, s, named_allocator<typename Graph::size_type>(allocator_name, settings), opt);
 }
 
 } // namespace memplan

@@ -19,9 +19,9 @@
 // the plan still fits, most expensive recomputation first.
 #pragma once
 
-#include <memplan/plan/bounds.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/remat.hpp>
+#include <memplan/schedule/bounds.hpp>
 #include <memplan/schedule/liveness.hpp>
 
 #include <algorithm>

@@ -7,10 +7,10 @@
 // reports the cheapest plan found so far that fits its budget (its own run's
 // or a tighter run's): the curve is a Pareto front, monotone by construction
 // even when a heuristic planner is not (lower budget -> overhead not lower).
+// The curve's CSV form is io/pareto_csv.hpp.
 #pragma once
 
 #include <memplan/core/error.hpp>
-#include <memplan/io/atomic_file.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/remat/store_all.hpp>
@@ -19,8 +19,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -195,43 +193,6 @@ std::optional<Size> memory_at_overhead(const std::vector<basic_pareto_point<Size
             (!best || p.result.arena() < *best))
             best = p.result.arena();
     return best;
-}
-
-/// The curve as CSV: `budget_bytes,arena_bytes,overhead,planner,status,seconds`
-/// (overhead as a fraction; arena 0 and overhead empty where no plan).
-template <class Size, class Id>
-std::string pareto_csv(const std::vector<basic_pareto_point<Size, Id>>& points) {
-    std::string s = "budget_bytes,arena_bytes,overhead,planner,status,seconds\n";
-    char buf[64];
-    for (const auto& p : points) {
-        const bool ok = has_solution(p.result.status);
-        s += std::to_string(p.budget);
-        s += ',';
-        s += ok ? std::to_string(p.result.arena()) : std::string("0");
-        s += ',';
-        if (ok) {
-            const double o = p.result.overhead();
-            std::snprintf(buf, sizeof buf, "%.6f", std::abs(o) < 5e-7 ? 0.0 : o); // no "-0.000000" from rounding
-            s += buf;
-        }
-        s += ',';
-        // Planner names are identifiers; keep the CSV unquoted.
-        for (char c : p.result.planner) s += (c == ',' || c == '\n' || c == '"') ? '_' : c;
-        s += ',';
-        s += to_string(p.result.status);
-        s += ',';
-        std::snprintf(buf, sizeof buf, "%.3f", p.seconds);
-        s += buf;
-        s += '\n';
-    }
-    return s;
-}
-
-/// Writes `pareto_csv(points)` to `path` atomically; throws `memplan::error`
-/// ("io") naming the path on failure, leaving any existing file as it was.
-template <class Size, class Id>
-void write_pareto_csv(const std::filesystem::path& path, const std::vector<basic_pareto_point<Size, Id>>& points) {
-    write_file_atomically(path, pareto_csv(points));
 }
 
 } // namespace memplan

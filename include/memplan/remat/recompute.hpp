@@ -21,9 +21,9 @@
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/alloc/exact.hpp>
-#include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/remat.hpp>
+#include <memplan/schedule/bounds.hpp>
 #include <memplan/schedule/schedule.hpp>
 
 #include <algorithm>
@@ -234,20 +234,11 @@ public:
         return s;
     }
 
-    /// The smallest memory any schedule needs (schedule-free bound) and the
-    /// op that needs it.
+    /// The smallest memory any schedule needs (schedule_free_lower_bound) and
+    /// the name of the op that needs it (empty when the graph has no ops).
     std::pair<size_type, std::string> min_memory() const {
-        const size_type persistent = persistent_input_bytes(g_, index_);
-        size_type best = persistent;
-        std::string who;
-        for (std::size_t o = 0; o < g_.num_ops(); ++o) {
-            const auto need = op_memory_need(g_, index_, static_cast<id_type>(o), persistent);
-            if (need > best || who.empty()) {
-                best = std::max(best, need);
-                who = g_.op(static_cast<id_type>(o)).name;
-            }
-        }
-        return {best, who};
+        const auto [bytes, op] = schedule_free_lower_bound_and_op(g_, index_);
+        return {bytes, op == Graph::npos ? std::string() : g_.op(op).name};
     }
 
 private:

@@ -11,9 +11,11 @@
 
 #include <memplan/core/error.hpp>
 #include <memplan/graph/validate.hpp>
-#include <memplan/plan/plan.hpp>
+#include <memplan/schedule/buffer.hpp>
+#include <memplan/schedule/schedule.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <memplan/core/error.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/nn/network.hpp>
 #include <memplan/zoo/bert.hpp>
 #include <memplan/zoo/googlenet.hpp>

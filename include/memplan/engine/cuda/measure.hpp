@@ -8,7 +8,7 @@
 
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/graph/graph.hpp>
-#include <memplan/graph/training.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/nn/network.hpp>
 
 #include <cstdint>

@@ -14,7 +14,6 @@
 #include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/alloc/online_best_fit.hpp>
 #include <memplan/plan/alloc/problem.hpp>
-#include <memplan/plan/make_plan.hpp>
 #include <memplan/solver/select.hpp>
 
 #include <array>
@@ -128,14 +127,5 @@ struct named_allocator {
 
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const { return entry->run(p, settings); }
 };
-
-/// `make_plan` with the allocator called `allocator_name`. Throws
-/// `memplan::error` for an unknown name (before any work) or a malformed schedule.
-template <class Graph>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
-make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
-          plan_options opt = {}, const allocator_settings& settings = {}) {
-    return make_plan(g, s, named_allocator<typename Graph::size_type>(allocator_name, settings), opt);
-}
 
 } // namespace memplan
