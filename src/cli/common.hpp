@@ -8,6 +8,7 @@
 
 #include <memplan/check/placement.hpp>
 #include <memplan/check/validator.hpp>
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/core/registry.hpp>
@@ -75,6 +76,7 @@ inline const option_spec alloc_option{{"--alloc", "--allocator"}, true};
 inline const option_spec alignment_option{{"--alignment"}, true};
 inline const option_spec solver_option{{"--solver"}, true};
 inline const option_spec time_limit_option{{"--time-limit"}, true};
+inline const option_spec gap_option{{"--gap"}, true};
 inline const option_spec order_option{{"--order"}, true};
 inline const option_spec remat_option{{"--remat"}, true};
 
@@ -86,6 +88,25 @@ inline double time_limit_option_value(const parsed_args& a) {
     if (v->empty() || end != v->c_str() + v->size() || !(t > 0) || t > 1e6)
         throw memplan::error("cli", "option --time-limit: expected a number of seconds > 0, got '" + *v + "'");
     return t;
+}
+
+/// The whole command's clock: --time-limit S from now (the command starts
+/// by parsing its arguments). Every phase takes a share of what is left, so
+/// the command ends within about S, whatever it runs.
+inline memplan::deadline command_deadline(const parsed_args& a) {
+    return memplan::deadline::after(time_limit_option_value(a));
+}
+
+/// --gap G: stop a search once within G (relative) of its lower bound;
+/// unset: the planner's default (1e-4 for auto allocation and the orders).
+inline std::optional<double> gap_option_value(const parsed_args& a) {
+    const auto v = a.value("--gap");
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    const double g = std::strtod(v->c_str(), &end);
+    if (v->empty() || end != v->c_str() + v->size() || !(g >= 0) || g >= 1)
+        throw memplan::error("cli", "option --gap: expected a fraction in [0, 1), got '" + *v + "'");
+    return g;
 }
 
 inline std::string bytes_both(std::uint64_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; }

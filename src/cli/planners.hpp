@@ -63,7 +63,9 @@ inline allocator_choice allocator_option(const parsed_args& a, std::string_view 
     allocator_choice c;
     c.entry = &choose(allocator_registry(), "--alloc", "allocator", a.value_or("--alloc", std::string(fallback)));
     c.settings.solver = solver_option_value(a, c.entry->needs_solver);
-    c.settings.time_limit_seconds = time_limit_option_value(a);
+    c.settings.deadline = command_deadline(a);
+    c.settings.time_limit_seconds = no_time_limit; // the command's deadline alone
+    c.settings.gap = gap_option_value(a);
     c.settings.on_progress = alloc_progress_printer();
     return c;
 }
@@ -115,9 +117,11 @@ inline memplan::planned plan_checked(const memplan::graph& g, const allocator_ch
 
 /// The ordering planner `name` on `g`; "ilp" runs on --solver.
 inline order_result<graph> order_with(const std::string& name, const graph& g, const parsed_args& a,
-                                      double time_limit) {
+                                      memplan::deadline until) {
     order_options o;
-    o.time_limit_seconds = time_limit;
+    o.deadline = until;
+    o.time_limit_seconds = no_time_limit;
+    if (const auto gap = gap_option_value(a)) o.gap = *gap;
     o.solver = a.value_or("--solver", "");
     return order_by_name(name, g, o);
 }
@@ -126,6 +130,7 @@ inline order_result<graph> order_with(const std::string& name, const graph& g, c
 inline memplan::remat_result store_all_checked(const memplan::graph& g, const memplan::remat_options& base) {
     memplan::remat_options o;
     o.alignment = base.alignment;
+    o.deadline = base.deadline;
     o.time_limit_seconds = base.time_limit_seconds;
     auto r = memplan::store_all{}.plan(g, o);
     if (!memplan::has_solution(r.status))

@@ -12,7 +12,7 @@ int run_alloc(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(
         c, args,
         {{{"--input", "-i"}, true}, {{"--output", "-o"}, true}, {{"--capacity"}, true}, alloc_option, solver_option,
-         time_limit_option});
+         time_limit_option, gap_option});
     if (!a) return exit_ok;
     a->expect_positional(0, 0, "");
     const auto input = a->required("--input");
@@ -69,7 +69,8 @@ const command alloc_command{
     "                          greedy_by_size, greedy_by_lifetime, online_best_fit, best_heuristic,\n"
     "                          exact, milp (the offset MILP on --solver)\n"
     "  --solver NAME           MILP backend for milp and --order ilp: glpk (default) or cbc\n"
-    "  --time-limit S          seconds for exact, milp and --order ilp (default 10)\n"
+    "  --time-limit S          the whole command ends within about S seconds (default 10)\n"
+    "  --gap G                 auto, exact, milp stop within G of the lower bound (auto: 1e-4)\n"
     "Long searches print their progress on stderr when it is a terminal.\n",
     run_alloc, print_planner_lists};
 

@@ -1,7 +1,7 @@
 // memplan import-csv: turns an offset CSV instance into a graph whose default schedule has the same lifetimes.
 #include "common.hpp"
 
-#include <memplan/graph/from_intervals.hpp>
+#include <memplan/plan/from_intervals.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/bounds.hpp>

@@ -3,6 +3,7 @@
 
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/svg_plot.hpp>
+#include <memplan/io/pareto_csv.hpp>
 #include <memplan/remat/pareto.hpp>
 
 namespace memplan::cli {
@@ -29,14 +30,19 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
     if (points > 1000) throw memplan::error("cli", "option --points: at most 1000, got " + std::to_string(points));
     memplan::remat_options opt;
     opt.alignment = a->integer_or("--alignment", default_alignment, 1);
-    opt.time_limit_seconds = time_limit_option_value(*a);
+    // --time-limit bounds the whole sweep: one clock, and each planner run
+    // takes an equal share of what is left for the runs that may follow.
+    const auto until = command_deadline(*a);
+    opt.deadline = until;
+    opt.time_limit_seconds = no_time_limit;
     const auto g = memplan::read_graph_json(a->positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
 
     memplan::pareto_options po;
     po.points = static_cast<std::size_t>(points);
     po.alignment = opt.alignment;
-    po.store_all_time_limit = opt.time_limit_seconds;
+    po.deadline = until;
+    po.store_all_time_limit = no_time_limit;
     if (isatty(2)) // at most once a second, like every progress line
         po.on_progress = [last = std::chrono::steady_clock::time_point{}](const memplan::pareto_progress& p) mutable {
             const auto now = std::chrono::steady_clock::now();
@@ -47,8 +53,12 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
             std::fflush(stderr);
         };
     const auto t0 = std::chrono::steady_clock::now();
+    const std::size_t most_runs = po.max_bisection_steps + po.points; // after the store-all run
+    std::size_t runs = 0;
     const auto curve = memplan::pareto_sweep(g, [&](std::uint64_t budget) {
-        auto o = opt;
+        const std::size_t left = most_runs > runs ? most_runs - runs : 1;
+        ++runs;
+        auto o = opt.until(until.share(1.0 / static_cast<double>(left)));
         o.budget = budget;
         return memplan::plan_remat(name, g, o, solver);
     }, po);
@@ -111,7 +121,8 @@ const command pareto_command{
     "fits its budget (marked * when it came from a run at a smaller budget).\n"
     "  --points N              budgets on the curve, both ends included (default 8, at least 2)\n"
     "  --remat NAME            rematerialization planner (default auto; listed below)\n"
-    "  --time-limit S          seconds per planner run (default 10)\n"
+    "  --time-limit S          the whole sweep ends within about S seconds, each run taking an\n"
+    "                          equal share of what is left (default 10)\n"
     "  -o, --output CURVE.csv  budget_bytes,arena_bytes,overhead,planner,status,seconds\n"
     "  --svg CURVE.svg         the curve as a plot: overhead (%) against the arena\n"
     "  --solver NAME           MILP backend for MILP-based planners: glpk (default) or cbc\n"

@@ -10,6 +10,12 @@ namespace memplan::cli {
 
 namespace {
 
+/// Shares of --time-limit: the store-all plan that budgets in percent refer
+/// to (it is fast; the share caps its exact placement), and the order phase
+/// of a plan without --budget (allocation gets what is left).
+constexpr double store_all_share = 0.2;
+constexpr double order_share = 0.5;
+
 int run_plan_remat(const parsed_args& a) {
     for (auto key : {"--alloc", "--order"})
         if (a.has(key))
@@ -21,11 +27,13 @@ int run_plan_remat(const parsed_args& a) {
     const auto solver = a.value_or("--solver", "");
     memplan::remat_options opt;
     opt.alignment = a.integer_or("--alignment", default_alignment, 1);
-    opt.time_limit_seconds = time_limit_option_value(a);
+    const auto until = command_deadline(a);
+    opt.deadline = until;
+    opt.time_limit_seconds = no_time_limit;
     const auto g = memplan::read_graph_json(a.positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
 
-    const auto base = store_all_checked(g, opt);
+    const auto base = store_all_checked(g, opt.until(until.share(store_all_share)));
     opt.budget = budget_spec.of(base.arena());
     opt.on_progress = memplan::cli::remat_progress_printer();
     const auto r = memplan::plan_remat(name, g, opt, solver);
@@ -74,7 +82,7 @@ int run_plan_remat(const parsed_args& a) {
 int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
-                                  time_limit_option, order_option, {{"--budget"}, true}, remat_option});
+                                  time_limit_option, gap_option, order_option, {{"--budget"}, true}, remat_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
     if (a->has("--budget")) return run_plan_remat(*a);
@@ -85,7 +93,8 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto g = memplan::read_graph_json(a->positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
 
-    const auto ordered = order_with(order, g, *a, allocator.settings.time_limit_seconds);
+    // One clock for both phases: the order takes a share, allocation the rest.
+    const auto ordered = order_with(order, g, *a, allocator.settings.deadline.share(order_share));
     const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
     if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
     const auto default_lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
@@ -120,7 +129,10 @@ const command plan_command{
     "                          exact, milp (the offset MILP on --solver)\n"
     "  --solver NAME           MILP backend for milp, --order ilp and MILP-based --remat planners:\n"
     "                          glpk (default) or cbc\n"
-    "  --time-limit S          seconds for exact, milp, --order ilp and --remat (default 10)\n"
+    "  --time-limit S          the whole command ends within about S seconds: the order takes half,\n"
+    "                          allocation the rest; with --budget, store-all then the planner (default 10)\n"
+    "  --gap G                 auto/exact/milp and --order ilp stop within G of their lower bound\n"
+    "                          (default 1e-4 for auto and the orders, 0 for exact and milp)\n"
     "  --alignment N           every offset a multiple of N bytes (default 256)\n"
     "  --budget BYTES|P%       rematerialization: the arena must fit BYTES (or 7.5GiB, 8GB, ...) or\n"
     "                          P percent of the store-all arena; the planner chooses what to keep,\n"
