@@ -1,8 +1,8 @@
 // The library checks what it returns: make_plan and the rematerialization
 // planners' plan(graph, options) run the independent validator, and a plan it
 // rejects comes back as status error with the report, never as a result.
-#include "fixtures.hpp"
-#include "remat_graphs.hpp"
+#include "support/fixtures.hpp"
+#include "support/remat_graphs.hpp"
 
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/recompute.hpp>
