@@ -81,21 +81,11 @@ struct context {
     throw error("cuda", "op '" + c.name() + "': " + what);
 }
 
-inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) {
-    auto r = c.slot(s);
-    if (!r) fail(c, std::string("needs ") + what + " but the step does not bind it");
-    return r;
-}
+/// The memory of slot `s`; throws naming the op when the step did not bind it.
+inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) { return bound_slot("cuda", c, s, what); }
 
-/// True for the forward (fwd) of a one-op layer, false for its backward
-/// (bwd); throws naming the op for any other pass.
-inline bool forward_or_backward(const kernel_call& c) {
-    switch (c.pass()) {
-    case nn::op_pass::fwd: return true;
-    case nn::op_pass::bwd: return false;
-    default: fail(c, "the CUDA backend has no kernel for this op");
-    }
-}
+/// True for fwd, false for bwd of a one-op layer; throws naming the op otherwise.
+inline bool forward_or_backward(const kernel_call& c) { return is_forward_pass("cuda", "CUDA", c); }
 
 inline float* fp(const tensor_ref& r) { return r.as<float>(); }
 inline i64 count(const tensor_ref& r) { return static_cast<i64>(r.numel()); }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace memplan::engine {
 
@@ -42,6 +43,27 @@ using extent = std::int64_t;
 /// Throws the shape error of op `c` (category "engine").
 [[noreturn]] inline void shape_fail(const kernel_call& c, const std::string& what) {
     throw error("engine", "op '" + c.name() + "': " + what);
+}
+
+/// The memory of slot `s`; throws (category `category`) naming the op when
+/// the step does not bind it.
+inline tensor_ref bound_slot(std::string_view category, const kernel_call& c, nn::slot s, const char* what) {
+    auto r = c.slot(s);
+    if (!r) throw error(category, "op '" + c.name() + "': needs " + what + " but the step does not bind it");
+    return r;
+}
+
+/// True for the forward (fwd) of a one-op layer, false for its backward
+/// (bwd); throws (category `category`) naming the op and `backend` for any
+/// other pass.
+inline bool is_forward_pass(std::string_view category, std::string_view backend, const kernel_call& c) {
+    switch (c.pass()) {
+    case nn::op_pass::fwd: return true;
+    case nn::op_pass::bwd: return false;
+    default:
+        throw error(category, "op '" + c.name() + "': the " + std::string(backend) +
+                                  " backend has no kernel for this op");
+    }
 }
 
 /// Product of the extents of `s` from axis `from` to the end (1 when none).

@@ -34,21 +34,10 @@ using const_vector_map = Eigen::Map<const Eigen::VectorXf>;
 }
 
 /// The memory of slot `s`; throws naming the op when the step did not bind it.
-inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) {
-    auto r = c.slot(s);
-    if (!r) fail(c, std::string("needs ") + what + " but the step does not bind it");
-    return r;
-}
+inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) { return bound_slot("engine", c, s, what); }
 
-/// True for the forward (fwd) of a one-op layer, false for its backward
-/// (bwd); throws naming the op for any other pass.
-inline bool forward_or_backward(const kernel_call& c) {
-    switch (c.pass()) {
-    case nn::op_pass::fwd: return true;
-    case nn::op_pass::bwd: return false;
-    default: fail(c, "the CPU backend has no kernel for this op");
-    }
-}
+/// True for fwd, false for bwd of a one-op layer; throws naming the op otherwise.
+inline bool forward_or_backward(const kernel_call& c) { return is_forward_pass("engine", "CPU", c); }
 
 inline index dim(const tensor_ref& r, std::size_t axis) { return static_cast<index>(r.shape()[axis]); }
 inline index count(const tensor_ref& r) { return static_cast<index>(r.numel()); }
