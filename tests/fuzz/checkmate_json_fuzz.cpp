@@ -1,0 +1,23 @@
+// libFuzzer harness for the Checkmate / Moccasin importer (io/checkmate_json.hpp).
+// Bad input must end in memplan::error; an imported graph must validate, plan
+// with greedy_by_size into a plan check_plan accepts, and round-trip exactly
+// through the memplan.graph writer and reader (fuzz_support.hpp).
+#include "fuzz_support.hpp"
+
+#include <memplan/io/checkmate_json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    memplan::graph g;
+    try {
+        g = memplan::parse_checkmate_json(text, "fuzz.json");
+    } catch (const memplan::error&) {
+        return 0; // the promised outcome for bad input; anything else escapes
+    }
+    memplan_fuzz::check_accepted_graph(g);
+    return 0;
+}
