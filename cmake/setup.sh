@@ -21,6 +21,8 @@ packages=(cmake ninja-build g++ pkg-config
           nlohmann-json3-dev doctest-dev libbenchmark-dev
           libglpk-dev coinor-libcbc-dev libeigen3-dev
           libjemalloc-dev libmimalloc-dev)
+# The test suite fuzzes the readers with libFuzzer, which comes with clang.
+if [ "$mode" = test ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -67,6 +69,8 @@ case "$mode" in
     # Every public header must compile on its own (CMake's header-set check).
     cmake --build build -j "$jobs" --target all_verify_interface_header_sets
     ctest --test-dir build --output-on-failure -j "$jobs"
+    # The readers under libFuzzer (ASan + UBSan): the regression seeds, then 30 s of fuzzing each.
+    bash tests/fuzz/run.sh 30
     ;;
   build) ;;
 esac

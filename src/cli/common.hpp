@@ -12,6 +12,7 @@
 #include <memplan/core/error.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/core/registry.hpp>
+#include <memplan/io/atomic_file.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/remat/store_all.hpp>
@@ -69,6 +70,9 @@ inline std::optional<parsed_args> parse_or_help(const command& c, const std::vec
         print_help(c);
         return std::nullopt;
     }
+    // Output names are checked before any work: a typo costs no planning time.
+    for (const auto* out : {"--output", "--svg"})
+        if (const auto v = a.value(out)) memplan::check_output_path(*v);
     return a;
 }
 
@@ -127,7 +131,11 @@ inline std::string percent(double fraction, int decimals = 2) { return fixed(100
 
 inline std::string signed_percent(double fraction) {
     if (std::abs(fraction) < 5e-5) fraction = 0; // no "-0.00"
-    return (fraction >= 0 ? "+" : "") + fixed(100.0 * fraction, 2) + " %";
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    std::string s = fraction >= 0 ? "+" : "";
+    s += fixed(100.0 * fraction, 2);
+    s += " %";
+    return s;
 }
 
 // The subcommands, one file each under commands/.

@@ -8,6 +8,7 @@
 #   tests/fuzz/run.sh [SECONDS]
 #   FUZZ_TARGETS="graph_json plan_json" tests/fuzz/run.sh 3600   # some readers, longer
 #   FUZZ_SKIP_REGRESSIONS=1 tests/fuzz/run.sh                    # fuzz only
+#   FUZZ_JOBS=1 tests/fuzz/run.sh                                # one harness at a time (default: one per core)
 set -u
 
 seconds=${1:-30}
@@ -84,29 +85,42 @@ if [[ -z ${FUZZ_SKIP_REGRESSIONS:-} ]]; then
 fi
 
 # --- fuzzing: a working copy of the corpus; the repository's is never written -----
-for t in $targets; do
-  corpus=$build/corpus/$t
-  artifacts=$build/artifacts/$t/
+# The harnesses run FUZZ_JOBS at a time (default: one per core); each reports
+# into its own summary file, printed in order once all are done.
+fuzz_one() {
+  local t=$1 corpus=$build/corpus/$1 artifacts=$build/artifacts/$1/ log=$logs/fuzz-$1.log summary=$logs/summary-$1
   mkdir -p "$corpus" "$artifacts"
   cp -n "$root/tests/fuzz/corpus/$t"/* "$corpus"/ 2>/dev/null
-  dict=()
+  local dict=()
   [[ -f $root/tests/fuzz/$t.dict ]] && dict=(-dict="$root/tests/fuzz/$t.dict")
-  log=$logs/fuzz-$t.log
   "$build/bin/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts" "${dict[@]}" "$corpus" >"$log" 2>&1
-  rc=$?
+  local rc=$? done_line
   done_line=$(grep -E '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1)
   if [[ $rc -eq 0 && -n $done_line ]]; then
+    local runs secs
     runs=$(sed -E 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1/' <<<"$done_line")
     secs=$(sed -E 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\2/' <<<"$done_line")
-    echo "fuzz_$t: ok: $runs runs in $secs s ($((runs / (secs > 0 ? secs : 1))) per second), corpus $(ls "$corpus" | wc -l) inputs"
-  else
-    failures=$((failures + 1))
+    echo "fuzz_$t: ok: $runs runs in $secs s ($((runs / (secs > 0 ? secs : 1))) per second), corpus $(ls "$corpus" | wc -l) inputs" >"$summary"
+    return 0
+  fi
+  {
     echo "fuzz_$t: FAILED (exit $rc): $(grep -m1 -E 'ERROR:|terminate called|property failed|runtime error|Timeout|out-of-memory' "$log")"
     echo "  input: $(grep -m1 -oE "Test unit written to [^ ]+" "$log" | sed 's/Test unit written to //'); log: ${log#"$root"/}"
     grep -E "^ *#[0-9]+ .* in (memplan|LLVMFuzzer)" "$log" | head -n 8 | cut -c1-240 | sed "s/^/  | /"
-  fi
+  } >"$summary"
+  return 1
+}
+
+fuzz_jobs=${FUZZ_JOBS:-$jobs}
+pids=()
+for t in $targets; do
+  while [[ $(jobs -rp | wc -l) -ge $fuzz_jobs ]]; do wait -n; done
+  fuzz_one "$t" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid" || failures=$((failures + 1)); done
+for t in $targets; do cat "$logs/summary-$t"; done
 
 if [[ $failures -gt 0 ]]; then
   echo "fuzz: FAILED: $failures failure(s); reproduce one with build/fuzz/bin/fuzz_READER FILE"

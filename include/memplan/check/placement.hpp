@@ -20,11 +20,18 @@ namespace memplan {
 
 /// Checks `offsets` (one per item of `p`) and reports every violation, up to
 /// `opt.max_violations`. A capacity of 0 means none. Items with no bytes or an
-/// empty interval never conflict. Never throws for a bad placement.
+/// empty interval never conflict; an item whose offset + size passes the
+/// size type's end is out of any arena. Messages name item k as `names[k]`
+/// (e.g. the ids of an offset CSV) when given, else as "item k". Never
+/// throws for a bad placement.
 template <class Size>
 validation_report check_placement(const basic_alloc_problem<Size>& p, const std::vector<Size>& offsets,
-                                  Size capacity = 0, check_options opt = {}) {
+                                  Size capacity = 0, check_options opt = {},
+                                  const std::vector<std::string>& names = {}) {
     constexpr std::size_t npos = violation::npos;
+    auto item = [&](std::size_t k) {
+        return k < names.size() ? "item '" + names[k] + "'" : "item " + std::to_string(k);
+    };
     validation_report report;
     detail::violation_sink sink(report, opt.max_violations);
     auto str = [](auto v) { return std::to_string(v); };
@@ -38,7 +45,7 @@ validation_report check_placement(const basic_alloc_problem<Size>& p, const std:
     for (std::size_t k = 0; k < p.items.size(); ++k)
         if (p.items[k].begin > p.items[k].end) {
             item_ok[k] = 0;
-            sink.add(0, npos, k, "", "item " + str(k) + " begins at time " + str(p.items[k].begin) +
+            sink.add(0, npos, k, "", item(k) + " begins at time " + str(p.items[k].begin) +
                                          ", after its end " + str(p.items[k].end));
         }
 
@@ -50,7 +57,7 @@ validation_report check_placement(const basic_alloc_problem<Size>& p, const std:
         detail::sweep_overlaps(swept, [&](std::size_t a, std::size_t b, std::uint64_t time, Size lo, Size hi) {
             if (a > b) std::swap(a, b);
             sink.add(4, static_cast<std::size_t>(time), a, "",
-                     "items " + str(a) + " and " + str(b) + " overlap in bytes [" + str(lo) + ", " + str(hi) + ")");
+                     (names.empty() ? "items " + str(a) + " and " + str(b) : item(a) + " and " + item(b)) + " overlap in bytes [" + str(lo) + ", " + str(hi) + ")");
             return !sink.full();
         });
 
@@ -62,11 +69,16 @@ validation_report check_placement(const basic_alloc_problem<Size>& p, const std:
         height == std::numeric_limits<Size>::max() ? std::string("beyond the size type") : str(height);
     for (std::size_t k = 0; k < p.items.size() && !sink.full(); ++k) {
         const Size off = offsets[k], size = p.items[k].size;
+        if (size > std::numeric_limits<Size>::max() - off) {
+            sink.add(5, npos, k, "", item(k) + " spans offset " + str(off) + " + " + str(size) +
+                                         " bytes, past the end of the size type: no arena holds it");
+            continue;
+        }
         if (p.alignment > 1 && off % p.alignment != 0)
-            sink.add(5, npos, k, "", "item " + str(k) + " is at offset " + str(off) +
+            sink.add(5, npos, k, "", item(k) + " is at offset " + str(off) +
                                          ", not a multiple of the alignment " + str(p.alignment));
         if (capacity > 0 && (size > capacity || off > capacity - size))
-            sink.add(5, npos, k, "", "item " + str(k) + " spans offset " + str(off) + " + " + str(size) +
+            sink.add(5, npos, k, "", item(k) + " spans offset " + str(off) + " + " + str(size) +
                                          " bytes, past the capacity " + str(capacity) +
                                          " (the placement's height is " + height_text + ")");
     }

@@ -24,7 +24,8 @@
 namespace memplan {
 
 /// One broken rule. `rule` is 1-7 as in formats.md §2, or 0 for a structural
-/// fault (unknown op or variant, malformed buffer, zero alignment, no steps).
+/// fault (unknown op or variant, malformed buffer, zero alignment, no steps,
+/// a plan that names another graph).
 struct violation {
     static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
@@ -260,6 +261,9 @@ validation_report check_plan(const Graph& g, const Plan& p, check_options opt = 
         return report;
     }
     if (p.alignment == 0) sink.add(0, npos, npos, "", "the alignment is 0; it must be at least 1");
+    // Names that happen to match in another graph must not pass for a plan of this one.
+    if (!p.graph.empty() && p.graph != g.name())
+        sink.add(0, npos, npos, "", "the plan is for graph '" + p.graph + "', not for graph '" + g.name() + "'");
 
     // --- Steps: ops and variants (rule 0) ---
     std::vector<char> op_ok(n_steps, 0), step_ok(n_steps, 0);

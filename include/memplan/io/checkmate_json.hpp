@@ -76,7 +76,7 @@ inline std::uint64_t checkmate_bytes(const json& v, std::string_view field, cons
 /// Parses a Checkmate / Moccasin `node_link_data` document into a graph.
 /// `source_name` prefixes every message; malformed input throws
 /// `memplan::error` naming the node or link at fault.
-inline graph parse_checkmate_json(std::string_view text, std::string_view source_name) {
+inline graph parse_checkmate_json(std::string_view text, std::string_view source_name) try {
     using detail::json;
     constexpr std::string_view cat = "io";
     const auto doc = detail::parse_json_document(text, source_name, cat);
@@ -120,7 +120,7 @@ inline graph parse_checkmate_json(std::string_view text, std::string_view source
         }
         if (const json* b = detail::find_field(n, "backward")) x.backward = detail::get_bool(*b, "backward", at, cat);
         if (!index_of.emplace(x.key.text, i).second)
-            throw error(cat, at + "node id '" + x.key.text + "' is used by an earlier node");
+            throw error(cat, at + "node id '" + detail::clip(x.key.text) + "' is used by an earlier node");
         info.push_back(std::move(x));
     }
     // Names must be unique; layers of different passes often share one.
@@ -149,7 +149,7 @@ inline graph parse_checkmate_json(std::string_view text, std::string_view source
             return it->second;
         };
         const std::size_t s = endpoint(src_key), d = endpoint(dst_key);
-        if (s == d) throw error(cat, at + "node '" + info[s].name + "' depends on itself");
+        if (s == d) throw error(cat, at + "node '" + detail::clip(info[s].name) + "' depends on itself");
         if (std::find(preds[d].begin(), preds[d].end(), s) == preds[d].end()) {
             preds[d].push_back(s);
             succs[s].push_back(d);
@@ -178,7 +178,7 @@ inline graph parse_checkmate_json(std::string_view text, std::string_view source
     if (order.size() != n) {
         for (std::size_t i = 0; i < n; ++i)
             if (indegree[i] != 0)
-                throw error(cat, doc.source + ": the links form a cycle through node '" + info[i].name + "'");
+                throw error(cat, doc.source + ": the links form a cycle through node '" + detail::clip(info[i].name) + "'");
     }
 
     std::string name = std::filesystem::path(std::string(source_name)).stem().string();
@@ -205,6 +205,8 @@ inline graph parse_checkmate_json(std::string_view text, std::string_view source
         throw error(cat, doc.source + ": " + detail::bare_message(e));
     }
     return g;
+} catch (const nlohmann::json::exception& e) {
+    throw detail::json_failure(source_name, e);
 }
 
 /// Reads a Checkmate / Moccasin graph file (see `parse_checkmate_json`).

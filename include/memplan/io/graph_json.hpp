@@ -37,7 +37,7 @@ namespace memplan {
 /// every message. Throws `memplan::error` naming the line, item and reason
 /// for malformed JSON, bad fields or unknown names, then checks the graph
 /// with `validate()`.
-inline graph parse_graph_json(std::string_view text, std::string_view source_name) {
+inline graph parse_graph_json(std::string_view text, std::string_view source_name) try {
     using detail::json;
     constexpr std::string_view cat = "io";
     const auto doc = detail::parse_json_document(text, source_name, cat);
@@ -57,7 +57,7 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
         if (!t.is_object()) throw error(cat, at + "must be an object, got " + detail::show_json(t));
         std::string name = detail::get_string(detail::require_field(t, "name", at, cat), "name", at, cat);
         if (name.empty()) throw error(cat, at + "field 'name' is empty");
-        at = doc.where("tensors", i, item + " '" + name + "'");
+        at = doc.where("tensors", i, item + " '" + detail::clip(name) + "'");
         if (g.find_tensor(name)) throw error(cat, at + "the name is already taken by an earlier tensor");
         const std::uint64_t bytes = detail::get_u64(detail::require_field(t, "bytes", at, cat), "bytes", at, cat);
         bool persistent = false;
@@ -76,7 +76,7 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
         op x;
         x.name = detail::get_string(detail::require_field(o, "name", at, cat), "name", at, cat);
         if (x.name.empty()) throw error(cat, at + "field 'name' is empty");
-        at = doc.where("ops", i, item + " '" + x.name + "'");
+        at = doc.where("ops", i, item + " '" + detail::clip(x.name) + "'");
         if (g.find_op(x.name)) throw error(cat, at + "the name is already taken by an earlier op");
 
         auto tensor_id = [&](const json& v, std::string_view role) -> graph::id_type {
@@ -84,7 +84,7 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
                 throw error(cat, at + std::string(role) + " must be a tensor name, got " + detail::show_json(v));
             const auto name = v.get<std::string>();
             if (auto id = g.find_tensor(name)) return *id;
-            throw error(cat, at + std::string(role) + " '" + name + "' is not a declared tensor");
+            throw error(cat, at + std::string(role) + " '" + detail::clip(name) + "' is not a declared tensor");
         };
         auto tensor_list = [&](std::string_view key, std::vector<graph::id_type>& out) {
             const json& a = detail::get_array(detail::require_field(o, key, at, cat), key, at, cat);
@@ -109,14 +109,14 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
                 variant var;
                 var.name = detail::get_string(detail::require_field(v, "name", vat, cat), "name", vat, cat);
                 if (var.name.empty()) throw error(cat, vat + "field 'name' is empty");
-                vat = at + "variant '" + var.name + "': ";
+                vat = at + "variant '" + detail::clip(var.name) + "': ";
                 if (const json* c = detail::find_field(v, "cost")) var.cost = detail::get_double(*c, "cost", vat, cat);
                 if (const json* w = detail::find_field(v, "workspace"))
                     var.workspace = detail::get_u64(*w, "workspace", vat, cat);
                 if (const json* in = detail::find_field(v, "inputs")) {
                     detail::get_array(*in, "inputs", vat, cat);
                     for (const auto& name : *in) {
-                        const auto t = tensor_id(name, "variant '" + var.name + "' input");
+                        const auto t = tensor_id(name, "variant '" + detail::clip(var.name) + "' input");
                         if (std::find(x.inputs.begin(), x.inputs.end(), t) == x.inputs.end())
                             throw error(cat, vat + "input '" + g.tensor(t).name +
                                                  "' is not one of the op's inputs (an op lists every tensor any "
@@ -152,8 +152,8 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
             if (!v.is_string()) throw error(cat, kat + "must be a tensor name, got " + detail::show_json(v));
             const auto name = v.get<std::string>();
             const auto id = g.find_tensor(name);
-            if (!id) throw error(cat, kat + "'" + name + "' is not a declared tensor");
-            if (!seen.insert(*id).second) throw error(cat, kat + "tensor '" + name + "' is listed twice");
+            if (!id) throw error(cat, kat + "'" + detail::clip(name) + "' is not a declared tensor");
+            if (!seen.insert(*id).second) throw error(cat, kat + "tensor '" + detail::clip(name) + "' is listed twice");
             g.add_output(*id);
         }
     }
@@ -164,6 +164,8 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
         throw error(e.category(), doc.source + ": " + detail::bare_message(e));
     }
     return g;
+} catch (const nlohmann::json::exception& e) {
+    throw detail::json_failure(source_name, e);
 }
 
 /// Reads and checks a `memplan.graph` file (see `parse_graph_json`).
@@ -177,7 +179,7 @@ inline graph read_graph_json(const std::filesystem::path& path) {
 inline std::string format_graph_json(const graph& g) {
     using detail::json;
     using detail::ordered_json;
-    std::string out = "{\n  \"format\": \"memplan.graph\",\n  \"version\": 1,\n  \"name\": " + json(g.name()).dump() +
+    std::string out = "{\n  \"format\": \"memplan.graph\",\n  \"version\": 1,\n  \"name\": " + detail::dump_scalar(json(g.name())) +
                       ",\n";
     std::vector<ordered_json> items;
     items.reserve(g.num_tensors());

@@ -4,6 +4,7 @@
 // ignored); every rejection names the file, the line and the field at fault.
 #pragma once
 
+#include <memplan/core/detail/checked.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/plan/alloc/problem.hpp>
@@ -65,8 +66,8 @@ inline std::uint64_t parse_csv_uint(std::string_view text, std::string_view wher
 /// Parses offset CSV `text`; `source_name` (a file name) prefixes messages.
 /// Throws `memplan::error` ("io") with `source:line` and the field for: an
 /// empty file, a missing or repeated column, a row with the wrong number of
-/// fields, an empty or repeated id, a non-integer or negative number, or
-/// lower > upper. Accepts \r\n line endings and a trailing newline.
+/// fields, an empty or repeated id, a non-integer or negative number,
+/// lower > upper, or sizes that sum past 64 bits (no arena holds them). Accepts \r\n line endings and a trailing newline.
 inline offset_csv parse_offset_csv(std::string_view text, std::string_view source_name) {
     const std::string src(source_name);
     auto at = [&](std::size_t line) { return src + ":" + std::to_string(line); };
@@ -106,6 +107,7 @@ inline offset_csv parse_offset_csv(std::string_view text, std::string_view sourc
     out.problem.alignment = 1;
     if (col_offset != missing) out.offsets.emplace();
     std::unordered_map<std::string_view, std::size_t> line_of_id;
+    std::uint64_t total_size = 0;
     for (std::size_t l = 1; l < lines.size(); ++l) {
         const std::size_t line_no = l + 1;
         const auto where = at(line_no);
@@ -124,6 +126,11 @@ inline offset_csv parse_offset_csv(std::string_view text, std::string_view sourc
         if (lower > upper)
             throw error("io", where + ": field 'lower': " + std::to_string(lower) + " is after field 'upper': " +
                                   std::to_string(upper));
+        const auto total = detail::checked_add(total_size, size);
+        if (!total)
+            throw error("io", where + ": field 'size': the sizes up to id '" + std::string(id) +
+                                  "' sum past 2^64 bytes: no arena holds them");
+        total_size = *total;
         out.ids.emplace_back(id);
         out.problem.items.push_back({size, lower, upper});
         if (out.offsets) out.offsets->push_back(detail::parse_csv_uint(f[col_offset], where, "offset"));

@@ -27,7 +27,7 @@ namespace memplan {
 /// Parses a `memplan.plan` document for graph `g`. Throws `memplan::error`
 /// naming `source_name`, the line and the item for malformed JSON, bad fields,
 /// and op, variant or tensor names that `g` does not have.
-inline plan parse_plan_json(std::string_view text, const graph& g, std::string_view source_name) {
+inline plan parse_plan_json(std::string_view text, const graph& g, std::string_view source_name) try {
     using detail::json;
     constexpr std::string_view cat = "io";
     const auto doc = detail::parse_json_document(text, source_name, cat);
@@ -55,14 +55,14 @@ inline plan parse_plan_json(std::string_view text, const graph& g, std::string_v
         if (!s.is_object()) throw error(cat, at + "must be an object, got " + detail::show_json(s));
         const auto name = detail::get_string(detail::require_field(s, "op", at, cat), "op", at, cat);
         const auto o = g.find_op(name);
-        if (!o) throw error(cat, at + "op '" + name + "' is not an op of graph '" + g.name() + "'");
+        if (!o) throw error(cat, at + "op '" + detail::clip(name) + "' is not an op of graph '" + g.name() + "'");
         step st;
         st.op = *o;
         if (const json* v = detail::find_field(s, "variant")) {
             const auto vname = detail::get_string(*v, "variant", at, cat);
             const auto k = g.find_variant(*o, vname);
             if (!k)
-                throw error(cat, at + "variant '" + vname + "' is not one of op '" + name + "''s variants" +
+                throw error(cat, at + "variant '" + detail::clip(vname) + "' is not one of op '" + detail::clip(name) + "''s variants" +
                                      (g.op(*o).has_variants() ? "" : " (it has none)"));
             st.variant = *k;
         }
@@ -83,9 +83,9 @@ inline plan parse_plan_json(std::string_view text, const graph& g, std::string_v
         if (t) {
             const auto name = detail::get_string(*t, "tensor", at, cat);
             const auto id = g.find_tensor(name);
-            if (!id) throw error(cat, at + "tensor '" + name + "' is not a tensor of graph '" + g.name() + "'");
+            if (!id) throw error(cat, at + "tensor '" + detail::clip(name) + "' is not a tensor of graph '" + g.name() + "'");
             x.tensor = *id;
-            at = doc.where("buffers", i, "buffers[" + std::to_string(i) + "] (tensor '" + name + "')");
+            at = doc.where("buffers", i, "buffers[" + std::to_string(i) + "] (tensor '" + detail::clip(name) + "')");
         } else {
             x.step = get_index(*w, "workspace", at);
             at = doc.where("buffers", i, "buffers[" + std::to_string(i) + "] (workspace of step " +
@@ -98,12 +98,14 @@ inline plan parse_plan_json(std::string_view text, const graph& g, std::string_v
         if (const json* a = detail::find_field(b, "alias")) {
             const auto name = detail::get_string(*a, "alias", at, cat);
             const auto id = g.find_tensor(name);
-            if (!id) throw error(cat, at + "alias '" + name + "' is not a tensor of graph '" + g.name() + "'");
+            if (!id) throw error(cat, at + "alias '" + detail::clip(name) + "' is not a tensor of graph '" + g.name() + "'");
             x.alias = *id;
         }
         p.buffers.push_back(x);
     }
     return p;
+} catch (const nlohmann::json::exception& e) {
+    throw detail::json_failure(source_name, e);
 }
 
 /// Reads a `memplan.plan` file for graph `g` (see `parse_plan_json`).
@@ -122,7 +124,7 @@ inline std::string format_plan_json(const graph& g, const plan& p) {
                                   " which graph '" + g.name() + "' lacks");
         return g.tensor(t).name;
     };
-    std::string out = "{\n  \"format\": \"memplan.plan\",\n  \"version\": 1,\n  \"graph\": " + json(p.graph).dump() +
+    std::string out = "{\n  \"format\": \"memplan.plan\",\n  \"version\": 1,\n  \"graph\": " + detail::dump_scalar(json(p.graph)) +
                       ",\n  \"alignment\": " + std::to_string(p.alignment) +
                       ",\n  \"arena_bytes\": " + std::to_string(p.arena_bytes) + ",\n";
     std::vector<ordered_json> items;

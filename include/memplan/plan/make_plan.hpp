@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memplan/check/validator.hpp>
+#include <memplan/core/detail/checked.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
@@ -83,6 +84,37 @@ void reject_invalid_plan(const Graph& g, const Plan& p, memplan::status& status,
     if (!message.empty() && message.back() == '\n') message.pop_back();
 }
 
+/// Rejects, naming the tensor, an alignment under which a buffer or the sum
+/// of all buffers no longer fits the size type (what `validate` of the
+/// allocation problem would reject by item number).
+template <class Graph, class Live, class Size>
+void check_aligned_sizes(const Graph& g, const Live& live, const basic_schedule<typename Graph::id_type>& s,
+                         const basic_alloc_problem<Size>& p, const std::vector<std::size_t>& block_of) {
+    auto describe = [&](std::size_t item) {
+        for (std::size_t b = 0; b < live.buffers.size(); ++b)
+            if (block_of[b] == item) {
+                const auto& x = live.buffers[b];
+                if (!x.is_workspace()) return "tensor '" + g.tensor(x.tensor).name + "'";
+                return "the workspace of step " + std::to_string(x.step) +
+                       (x.step < s.size() ? " (op '" + g.op(s[x.step].op).name + "')" : std::string());
+            }
+        return "item " + std::to_string(item);
+    };
+    Size total = 0;
+    for (std::size_t i = 0; i < p.items.size(); ++i) {
+        const auto aligned = detail::checked_align_up<Size>(p.items[i].size, p.alignment);
+        if (!aligned)
+            throw error("plan", "graph '" + g.name() + "': " + describe(i) + " (" + std::to_string(p.items[i].size) +
+                                    " bytes) overflows 64 bits when aligned to " + std::to_string(p.alignment));
+        const auto sum = detail::checked_add<Size>(total, *aligned);
+        if (!sum)
+            throw error("plan", "graph '" + g.name() + "': aligned to " + std::to_string(p.alignment) +
+                                    ", the buffers up to " + describe(i) +
+                                    " sum past 64 bits of bytes: no arena could hold them (is the alignment meant?)");
+        total = *sum;
+    }
+}
+
 } // namespace detail
 
 /// Places the buffers of schedule `s` with allocation policy `alloc`.
@@ -99,6 +131,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     const auto live = compute_liveness(g, s, opt.liveness);
     std::vector<std::size_t> block_of;
     auto problem = allocation_problem(live, static_cast<size_type>(opt.alignment), block_of);
+    detail::check_aligned_sizes(g, live, s, problem, block_of);
     const auto placed = alloc.place(problem);
 
     out.plan.graph = g.name();

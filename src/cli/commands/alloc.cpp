@@ -31,7 +31,7 @@ int run_alloc(const command& c, const std::vector<std::string>& args) {
                   << r.message << "\n";
         return exit_negative;
     }
-    const auto report = memplan::check_placement(csv.problem, r.offsets, std::uint64_t{0});
+    const auto report = memplan::check_placement(csv.problem, r.offsets, std::uint64_t{0}, {}, csv.ids);
     if (!report.ok())
         throw internal_error("allocator '" + allocator.name() + "' made an invalid placement of '" + input + "':\n" +
                              report.to_string());

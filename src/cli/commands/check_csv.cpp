@@ -15,7 +15,7 @@ int run_check_csv(const command& c, const std::vector<std::string>& args) {
     const auto capacity = a->integer_or("--capacity", 0, 1);
     const auto csv = memplan::read_offset_csv(a->positional[0]);
     if (!csv.offsets) throw memplan::error("cli", a->positional[0] + ": the file has no 'offset' column to check");
-    const auto report = memplan::check_placement(csv.problem, *csv.offsets, capacity);
+    const auto report = memplan::check_placement(csv.problem, *csv.offsets, capacity, {}, csv.ids);
     if (report.ok()) {
         const auto height = memplan::placement_height(csv.problem, *csv.offsets);
         const auto lb = memplan::lower_bound(csv.problem);

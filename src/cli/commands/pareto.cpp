@@ -68,8 +68,9 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
         if (memplan::has_solution(p.result.status)) check_remat_plan(g, p.result);
     const std::uint64_t top = curve.back().budget; // the store-all arena (pareto_sweep's last point)
 
-    // Files before any output: a failure is one line.
-    if (const auto out = a->value("--output")) memplan::write_pareto_csv(*out, curve);
+    // Files before any output, all or none: a failure is one line and leaves nothing.
+    std::vector<std::pair<std::filesystem::path, std::string>> files;
+    if (const auto out = a->value("--output")) files.emplace_back(*out, memplan::pareto_csv(curve));
     if (const auto svg = a->value("--svg")) {
         const auto [unit, unit_name] = byte_unit(top);
         memplan::svg_plot plot;
@@ -84,8 +85,9 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
         plot.series.push_back(std::move(series));
         // The reference point: no rematerialization at all.
         plot.series.push_back({"store-all", {{static_cast<double>(top) / unit, 0.0}}, "#777777"});
-        memplan::write_svg_plot(*svg, plot);
+        files.emplace_back(*svg, memplan::svg_plot_string(plot));
     }
+    memplan::write_files_atomically(files);
 
     memplan::cli::text_table t;
     t.add_row({"budget", "of store-all", "arena", "arena bytes", "overhead", "planner", "status", "time"});

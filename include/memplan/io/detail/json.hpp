@@ -97,6 +97,13 @@ struct json_document {
     std::string where(std::string_view field) const { return source + ": " + std::string(field) + ": "; }
 };
 
+/// What a reader throws when nlohmann throws after all (it should not: the
+/// readers check types before they convert): the library's promise is that
+/// bad input raises `memplan::error` and nothing else.
+inline error json_failure(std::string_view source, const nlohmann::json::exception& e) {
+    return error("io", std::string(source) + ": JSON error: " + e.what());
+}
+
 /// Strips the "[memplan.category] " prefix from an error's text.
 inline std::string bare_message(const error& e) {
     std::string_view w = e.what();
@@ -105,9 +112,18 @@ inline std::string bare_message(const error& e) {
     return std::string(w);
 }
 
-// A SAX handler that builds nothing: it notes on which line each item of a
-// top-level array starts. (nlohmann's callback parser would do this in one
-// pass, but it rescans the parent array at every object end: quadratic.)
+/// Deepest nesting of arrays and objects a memplan document may have. The
+/// formats need 4 levels; the limit keeps hostile input (a file of 100,000
+/// `[`) from exhausting the stack of anything that walks the value
+/// recursively (printing it, comparing it, freeing it).
+inline constexpr std::size_t max_json_depth = 256;
+
+// A SAX handler that builds nothing: it checks the nesting depth, notes on
+// which line each item of a top-level array starts, and keeps the position
+// and reason of the first error (nlohmann's DOM parser throws errors without
+// a position for some of them, such as a number beyond double range). Its
+// callback parser would note lines in one pass, but it rescans the parent
+// array at every object end: quadratic.
 struct item_line_scanner {
     using json_t = json;
     std::string_view text;
@@ -119,6 +135,9 @@ struct item_line_scanner {
     std::string top_key;
     std::size_t counted = 0, line = 1; // the parser only moves forward: count lines incrementally
 
+    std::size_t error_byte = 0; ///< where the first error is (0-based)
+    std::string error_reason;   ///< empty while there is none
+
     void note_item() {
         if (stack.size() != 2 || stack[0] != kind::object || stack[1] != kind::array) return;
         for (const std::size_t end = std::min(*seen, text.size()); counted < end; ++counted)
@@ -129,6 +148,17 @@ struct item_line_scanner {
         note_item();
         return true;
     }
+    bool open(kind k) {
+        note_item();
+        if (stack.size() >= max_json_depth) {
+            error_byte = *seen;
+            error_reason = "arrays and objects nested deeper than " + std::to_string(max_json_depth) +
+                           " levels (no memplan document needs more)";
+            return false;
+        }
+        stack.push_back(k);
+        return true;
+    }
     bool null() { return scalar(); }
     bool boolean(bool) { return scalar(); }
     bool number_integer(json::number_integer_t) { return scalar(); }
@@ -136,16 +166,8 @@ struct item_line_scanner {
     bool number_float(json::number_float_t, const json::string_t&) { return scalar(); }
     bool string(json::string_t&) { return scalar(); }
     bool binary(json::binary_t&) { return scalar(); }
-    bool start_object(std::size_t) {
-        note_item();
-        stack.push_back(kind::object);
-        return true;
-    }
-    bool start_array(std::size_t) {
-        note_item();
-        stack.push_back(kind::array);
-        return true;
-    }
+    bool start_object(std::size_t) { return open(kind::object); }
+    bool start_array(std::size_t) { return open(kind::array); }
     bool end_object() {
         stack.pop_back();
         return true;
@@ -158,44 +180,102 @@ struct item_line_scanner {
         if (stack.size() == 1) top_key = k;
         return true;
     }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+        error_byte = position == 0 ? 0 : position - 1;
+        // nlohmann: "[json.exception.parse_error.101] parse error at line 3, column 5: <reason>" or
+        // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+        std::string reason = e.what();
+        const bool syntax = reason.rfind("[json.exception.parse_error", 0) == 0;
+        if (auto colon = reason.find(": "); syntax && colon != std::string::npos) reason = reason.substr(colon + 2);
+        else if (auto close = reason.find("] "); close != std::string::npos) reason = reason.substr(close + 2);
+        error_reason = (syntax ? "JSON syntax error: " : "JSON error: ") + reason;
+        return false;
+    }
 };
 
-/// Parses `text`; a syntax error throws `error(category)` naming the source,
-/// line and column.
+/// Parses `text`; a syntax error, a number beyond the range of a double or
+/// nesting deeper than `max_json_depth` throws `error(category)` naming the
+/// source, line and column.
 inline json_document parse_json_document(std::string_view text, std::string_view source,
                                          std::string_view category) {
     json_document doc;
     doc.source = std::string(source);
     const char* b = text.data();
     const char* e = b + text.size();
-    try {
-        doc.root = json::parse(b, e);
-    } catch (const json::parse_error& err) {
-        const std::size_t pos = err.byte == 0 ? 0 : err.byte - 1;
-        const auto [line, column] = line_column(text, pos);
-        std::string reason = err.what();
-        // nlohmann: "[json.exception.parse_error.101] parse error at line 3, column 5: <reason>"
-        if (auto colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
-        throw error(category, std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                                  ": JSON syntax error: " + reason);
-    }
-    // Second, cheap pass for the lines of the items; the text is known good.
+    // First pass, SAX, building nothing: depth, positions of errors, lines of the items.
     std::size_t seen = 0;
     item_line_scanner scanner;
     scanner.text = text;
     scanner.seen = &seen;
     scanner.item_lines = &doc.item_lines;
-    json::sax_parse(tracking_iterator(b, b, &seen), tracking_iterator(b, e, &seen), &scanner);
+    if (!json::sax_parse(tracking_iterator(b, b, &seen), tracking_iterator(b, e, &seen), &scanner)) {
+        const auto [line, column] = line_column(text, scanner.error_byte);
+        throw error(category, std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                                  (scanner.error_reason.empty() ? "JSON syntax error" : scanner.error_reason));
+    }
+    // Second pass builds the value; the text is known good.
+    try {
+        doc.root = json::parse(b, e);
+    } catch (const json::exception& err) { // not expected after the first pass; translated all the same
+        throw error(category, std::string(source) + ": JSON error: " + err.what());
+    }
     return doc;
 }
 
+namespace json_excerpt {
+
+/// Appends a rendering of `v` to `out`, stopping once `out` holds more than
+/// `limit` characters: work and output stay bounded whatever the value's size.
+inline void append(const json& v, std::string& out, std::size_t limit) {
+    if (out.size() > limit) return;
+    if (v.is_string()) {
+        const auto& s = v.get_ref<const std::string&>();
+        out += json(s.substr(0, std::min<std::size_t>(s.size(), limit + 1))).dump(
+            -1, ' ', false, json::error_handler_t::replace);
+    } else if (v.is_array()) {
+        out += '[';
+        bool first = true;
+        for (const auto& x : v) {
+            if (out.size() > limit) return;
+            if (!first) out += ',';
+            first = false;
+            append(x, out, limit);
+        }
+        out += ']';
+    } else if (v.is_object()) {
+        out += '{';
+        bool first = true;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            if (out.size() > limit) return;
+            if (!first) out += ',';
+            first = false;
+            append(json(it.key()), out, limit);
+            out += ':';
+            append(it.value(), out, limit);
+        }
+        out += '}';
+    } else {
+        out += v.dump();
+    }
+}
+
+} // namespace json_excerpt
+
 /// A short rendering of a JSON value for messages.
+/// At most 60 characters of it, however large or deep the value is.
 inline std::string show_json(const json& v) {
-    std::string s = v.dump();
-    if (v.is_string()) s = "the string " + s;
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
+    constexpr std::size_t limit = 60;
+    std::string s;
+    json_excerpt::append(v, s, limit);
+    if (s.size() > limit) s = s.substr(0, limit - 3) + "...";
+    return v.is_string() ? "the string " + s : s;
+}
+
+/// A name for a message: at most 60 characters of it (a hostile file may
+/// hold a name of megabytes).
+inline std::string clip(std::string_view name) {
+    constexpr std::size_t limit = 60;
+    return name.size() <= limit ? std::string(name) : std::string(name.substr(0, limit - 3)) + "...";
 }
 
 /// Field access with messages that name the place: `at` is the prefix made
@@ -260,7 +340,7 @@ inline void check_header(const json_document& doc, std::string_view format, std:
         throw error(category, doc.where("format") + "must be \"" + std::string(format) + "\", got " + show_json(f));
     const auto& v = require_field(doc.root, "version", doc.source + ": ", category);
     if (!v.is_number_unsigned() || v.get<std::uint64_t>() != 1)
-        throw error(category, doc.where("version") + "version " + v.dump() + " is not supported (only 1 is)");
+        throw error(category, doc.where("version") + "version " + show_json(v) + " is not supported (only 1 is)");
 }
 
 /// Reads a whole file; throws `error("io")` naming it when it cannot.
@@ -276,6 +356,18 @@ inline std::string read_text_file(const std::filesystem::path& path) {
     return std::move(ss).str();
 }
 
+/// The JSON text of scalar `v`; a string that is not valid UTF-8 (a name a
+/// program made) throws `error("io")` instead of nlohmann's type_error.
+template <class Json>
+std::string dump_scalar(const Json& v) {
+    try {
+        return v.dump();
+    } catch (const nlohmann::json::exception&) {
+        throw error("io", "cannot write " + v.dump(-1, ' ', false, Json::error_handler_t::replace) +
+                              ": it is not valid UTF-8");
+    }
+}
+
 // One JSON value on one line with ", " and ": " separators (nlohmann's
 // compact dump has none); strings and numbers go through nlohmann, so
 // escaping and the shortest round-trip form of doubles are its.
@@ -286,7 +378,7 @@ inline void dump_line(const ordered_json& v, std::string& out) {
         for (auto it = v.begin(); it != v.end(); ++it) {
             if (!first) out += ", ";
             first = false;
-            out += json(it.key()).dump();
+            out += dump_scalar(json(it.key()));
             out += ": ";
             dump_line(it.value(), out);
         }
@@ -299,13 +391,13 @@ inline void dump_line(const ordered_json& v, std::string& out) {
         }
         out += ']';
     } else {
-        out += v.dump();
+        out += dump_scalar(v);
     }
 }
 
 /// Writes `"key": [` + one item a line + `]`.
 inline void dump_item_array(std::string_view key, const std::vector<ordered_json>& items, std::string& out) {
-    out += "  " + json(std::string(key)).dump() + ": [";
+    out += "  " + dump_scalar(json(std::string(key))) + ": [";
     for (std::size_t i = 0; i < items.size(); ++i) {
         out += i ? ",\n    " : "\n    ";
         dump_line(items[i], out);

@@ -285,6 +285,12 @@ struct exact {
         basic_alloc_result<Size> res;
         res.offsets.assign(problem.items.size(), 0);
         res.bound = lower_bound(problem);
+        if (!aligned_sizes_fit(problem)) { // the search's heights are in the size type
+            res.status = memplan::status::error;
+            res.message = "exact: the aligned sizes sum past the size type; the search needs every height it "
+                          "may try to fit it (a smaller alignment, or a heuristic allocator)";
+            return res;
+        }
         const auto prep = detail::exact_prepare(problem);
         const auto& in = prep.instance;
         const std::uint64_t align = prep.align;

@@ -19,6 +19,7 @@
 #include <memplan/solver/solver.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +37,41 @@ namespace detail {
 template <class Size>
 bool milp_is_live(const basic_alloc_item<Size>& it) noexcept {
     return it.size > 0 && it.begin < it.end;
+}
+
+/// Pairs of live items that overlap in time: the offset MILP's binaries.
+/// O(n log n), without listing them.
+template <class Size>
+std::uint64_t milp_overlapping_pairs(const basic_alloc_problem<Size>& p) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live; // (begin, end)
+    for (const auto& it : p.items)
+        if (milp_is_live(it)) live.push_back({it.begin, it.end});
+    std::sort(live.begin(), live.end());
+    std::uint64_t pairs = 0;
+    for (std::size_t i = 0; i < live.size(); ++i) {
+        // Items sorted after i begin at or after it; those beginning before it ends overlap it.
+        const auto past = std::lower_bound(live.begin() + static_cast<std::ptrdiff_t>(i) + 1, live.end(),
+                                           std::pair<std::uint64_t, std::uint64_t>{live[i].second, 0});
+        pairs += static_cast<std::uint64_t>(past - live.begin()) - i - 1;
+    }
+    return pairs;
+}
+
+/// Refuses, before any memory is spent, an offset MILP with more than
+/// `max_pairs` binaries: its rows alone would take gigabytes, and no MILP
+/// solver closes such a model (the exact search is the tool for it).
+template <class Size>
+void check_offset_model_size(const basic_alloc_problem<Size>& p, std::uint64_t max_pairs) {
+    const auto pairs = milp_overlapping_pairs(p);
+    if (pairs <= max_pairs) return;
+    const double mb = static_cast<double>(pairs) * 2.0 * 3.0 * 16.0 / 1e6; // two rows of three coefficients a pair
+    char est[64];
+    std::snprintf(est, sizeof est, "%.0f", mb);
+    throw error("alloc", "the offset MILP of " + std::to_string(p.items.size()) + " items would have " +
+                             std::to_string(pairs) + " binaries (one per pair overlapping in time) and " +
+                             std::to_string(2 * pairs) + " rows, at least " + est +
+                             " MB; the limit is " + std::to_string(max_pairs) +
+                             " binaries: use the exact search (allocator 'exact' or 'auto') instead");
 }
 
 /// Stacking first fit in decreasing size: each item takes the lowest aligned
@@ -141,12 +177,19 @@ struct offset_milp {
     double unit = 1; ///< bytes per model unit (alignment x gcd of aligned sizes)
 };
 
+/// Most binaries (pairs of items overlapping in time) an offset MILP may
+/// have: a few hundred MB of model. GLPK and CBC stall far below it already.
+inline constexpr std::uint64_t offset_milp_max_pairs = 500'000;
+
 /// Builds the offset MILP of `p` with the peak in [lower, upper] bytes
 /// (`upper` >= every live item size). Throws `memplan::error` on a malformed
-/// problem or one whose numbers are too large to be exact in doubles.
+/// problem, one whose numbers are too large to be exact in doubles, or one
+/// with more than `max_pairs` binaries (before building anything).
 template <class Size>
-offset_milp<Size> make_offset_model(const basic_alloc_problem<Size>& p, Size lower, Size upper) {
+offset_milp<Size> make_offset_model(const basic_alloc_problem<Size>& p, Size lower, Size upper,
+                                    std::uint64_t max_pairs = offset_milp_max_pairs) {
     validate(p);
+    detail::check_offset_model_size(p, max_pairs);
     offset_milp<Size> out;
     const Size align = p.alignment > 1 ? p.alignment : Size{1};
     for (std::size_t i = 0; i < p.items.size(); ++i)
@@ -288,6 +331,8 @@ struct milp_allocator {
     static constexpr std::string_view name = "milp";
     S solver{};
     solve_options options{};
+    /// Larger models are refused with `memplan::error` before anything is built.
+    std::uint64_t max_pairs = offset_milp_max_pairs;
 
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
@@ -310,6 +355,7 @@ struct milp_allocator {
             return std::move(r);
         };
         validate(p);
+        detail::check_offset_model_size(p, max_pairs);
         const Size lb = lower_bound(p);
         r.bound = r.proven_bound = lb;
         const bool decision = p.capacity > 0;
@@ -335,7 +381,7 @@ struct milp_allocator {
         }
         const Size upper = greedy_fits ? greedy_height : p.capacity;
 
-        auto model = make_offset_model(p, r.proven_bound, upper);
+        auto model = make_offset_model(p, r.proven_bound, upper, max_pairs);
         if (greedy_fits) model.model.incumbent = offset_model_point(p, model, greedy);
         solve_options o = options;
         o.deadline = until;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +62,8 @@ using alloc_problem = basic_alloc_problem<>;
 using alloc_result = basic_alloc_result<>;
 
 /// Rejects items with begin > end and sizes that overflow when aligned.
+/// (Heights that pass the size type are an allocator's `error` status, or,
+/// for plans, refused by `make_plan` naming the tensor.)
 template <class Size>
 void validate(const basic_alloc_problem<Size>& p) {
     for (std::size_t i = 0; i < p.items.size(); ++i) {
@@ -68,8 +72,25 @@ void validate(const basic_alloc_problem<Size>& p) {
             throw error("alloc", "item " + std::to_string(i) + " has begin " + std::to_string(it.begin) +
                                      " after end " + std::to_string(it.end));
         if (!detail::checked_align_up<Size>(it.size, p.alignment))
-            throw error("alloc", "item " + std::to_string(i) + " size overflows when aligned");
+            throw error("alloc", "item " + std::to_string(i) + " (" + std::to_string(it.size) +
+                                     " bytes) overflows the size type when aligned to " +
+                                     std::to_string(p.alignment));
     }
+}
+
+/// Whether the sizes of `p`, each aligned, sum within the size type: then no
+/// placement an allocator makes is higher than the sum, and no offset + size
+/// can wrap.
+template <class Size>
+bool aligned_sizes_fit(const basic_alloc_problem<Size>& p) noexcept {
+    Size total = 0;
+    for (const auto& it : p.items) {
+        const auto aligned = detail::checked_align_up<Size>(it.size, p.alignment);
+        const auto sum = aligned ? detail::checked_add<Size>(total, *aligned) : std::nullopt;
+        if (!sum) return false;
+        total = *sum;
+    }
+    return true;
 }
 
 /// Max over time of the summed sizes of the items live then. Sweep over the
