@@ -67,6 +67,8 @@ case "$mode" in
     # Every public header must compile on its own (CMake's header-set check).
     cmake --build build -j "$jobs" --target all_verify_interface_header_sets
     ctest --test-dir build --output-on-failure -j "$jobs"
+    # The unit, solver and command tests again under ASan + UBSan (build/asan).
+    bash tests/sanitizers/run.sh
     ;;
   build) ;;
 esac
