@@ -21,6 +21,11 @@
 #   cuda.*      no CUDA here
 #   alloc.milp.proves_random_20_buffer_optima  timing: under ASan, CBC does not
 #               prove the optimum of seed 104 within the allocator's time limit
+#   solver.time_limit_gives_incumbent_and_bound<memplan::cbc_solver>  timing: CBC
+#               can spend all of its 0.5 s in preprocessing (no node searched)
+#   remat.checkmate.matches_brute_force<*>, remat.chain.dp_matches_brute_force,
+#   remat.chain.zoo_small_batch  too slow at -O0 under ASan (60-100 s each, 5 min
+#               of the run's 2 cores together; 1-15 s in the plain build)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -51,7 +56,11 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:strict_string_ch
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
 export LSAN_OPTIONS=exitcode=86
 
+# Left out (see the top): not run here, or timing, or too slow under ASan.
+skip='^(package\.|repo\.|cuda\.)|_NOT_BUILT|^alloc\.milp\.proves_random_20_buffer_optima$'
+skip+='|^solver\.time_limit_gives_incumbent_and_bound<memplan::cbc_solver>$'
+skip+='|^remat\.checkmate\.matches_brute_force<|^remat\.chain\.(dp_matches_brute_force|zoo_small_batch)$'
 # The engine tests are not built here (memplan_engine_tests_NOT_BUILT-<hash>).
 echo "== memplan: ${targets[*]} under ASan + UBSan"
 ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 \
-  -E '^(package\.|repo\.|cuda\.)|_NOT_BUILT|^alloc\.milp\.proves_random_20_buffer_optima$'
+  -E "$skip"
