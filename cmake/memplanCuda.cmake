@@ -80,7 +80,7 @@ if(MEMPLAN_HAS_CUDA AND MEMPLAN_BUILD_EXAMPLES AND TARGET memplan::cpu)
   # train_<name>_cuda: the CPU examples' twins (same options and last line).
   # The shared driver is compiled once (it pulls in the planners and Eigen).
   add_library(memplan_cuda_example_common STATIC ${PROJECT_SOURCE_DIR}/examples/cuda/cuda_common.cpp)
-  target_link_libraries(memplan_cuda_example_common PUBLIC memplan::cuda memplan::cpu PRIVATE memplan_warnings)
+  target_link_libraries(memplan_cuda_example_common PUBLIC memplan::cuda memplan_train_common PRIVATE memplan_warnings)
   foreach(example mlp cnn resnet unet transformer resnet50)
     add_executable(train_${example}_cuda ${PROJECT_SOURCE_DIR}/examples/cuda/train_${example}_cuda.cpp)
     target_link_libraries(train_${example}_cuda PRIVATE memplan_cuda_example_common memplan_warnings)

@@ -69,6 +69,8 @@ case "$mode" in
     # Every public header must compile on its own (CMake's header-set check).
     cmake --build build -j "$jobs" --target all_verify_interface_header_sets
     ctest --test-dir build --output-on-failure -j "$jobs"
+    # The unit and solver tests again under ASan + UBSan (build/asan).
+    bash tests/sanitizers/run.sh
     # The readers under libFuzzer (ASan + UBSan): the regression seeds, then 30 s of fuzzing each.
     bash tests/fuzz/run.sh 30
     ;;

@@ -23,6 +23,8 @@
 #include <vector>
 
 using namespace memplan;
+// Scoped to this file (the unit tests build as a unity build).
+namespace exact_generated_test {
 using namespace memplan::testing::packing;
 
 namespace {
@@ -127,3 +129,5 @@ TEST_CASE("alloc.exact.generated.minimise") {
 // first (value order by contact with the skyline) and Luby restarts bring
 // them to milliseconds.
 TEST_CASE("alloc.exact.generated.strips_hard") { check_solves(strips_family, {6, 7, 8, 13, 16, 22, 23, 28, 30, 31, 32, 35}); }
+
+} // namespace exact_generated_test

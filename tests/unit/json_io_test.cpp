@@ -1,6 +1,8 @@
 // The JSON readers and writers (formats.md §1-2) and the graph of an offset
 // instance: exact round trips, every rejection naming its culprit, atomic
 // writes, and from_intervals keeping the lower bound of the shared instances.
+#include "support/fixtures.hpp"
+
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
@@ -19,16 +21,9 @@
 using namespace memplan;
 namespace fs = std::filesystem;
 
-namespace {
+using memplan::testing::message_of;
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+namespace {
 
 bool same_graph(const graph& a, const graph& b) {
     if (a.name() != b.name() || a.num_tensors() != b.num_tensors() || a.num_ops() != b.num_ops() ||

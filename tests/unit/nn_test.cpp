@@ -9,6 +9,8 @@
 #include <vector>
 
 using namespace memplan;
+// Scoped to this file (the unit tests build as a unity build).
+namespace nn_test {
 using namespace memplan::nn;
 
 namespace {
@@ -224,3 +226,5 @@ TEST_CASE("nn.network.parameters_and_ties") {
     CHECK(parameter_count(bn) == 16);
     CHECK(bn.nodes()[0].state.size() == 2);
 }
+
+} // namespace nn_test
