@@ -21,24 +21,21 @@
 namespace memplan::examples {
 
 int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
-    try {
-        bool measured = false, strict = false;
-        std::vector<char*> rest{argv[0]};
-        for (int i = 1; i < argc; ++i) {
-            const std::string_view a = argv[i];
-            if (a == "--measure") measured = true;
-            else if (a == "--strict-workspace") strict = true;
-            else rest.push_back(argv[i]);
-        }
-        const auto o = parse_options(static_cast<int>(rest.size()), rest.data(), default_steps);
-        if (engine::cuda::device_count() == 0) {
-            std::fprintf(stderr, "no CUDA device: %s not run\n", m.net.name().c_str());
-            return 77;
-        }
-        training_options to;
-        to.opt = opt_kind;
-        training_program prog;
-        graph g = training_graph(m.net, to, prog);
+    bool measured = false, strict = false;
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--measure") measured = true;
+        else if (a == "--strict-workspace") strict = true;
+        else rest.push_back(argv[i]);
+    }
+    const auto o = parse_options(static_cast<int>(rest.size()), rest.data(), default_steps);
+    if (engine::cuda::device_count() == 0) {
+        std::fprintf(stderr, "no CUDA device: %s not run\n", m.net.name().c_str());
+        return 77;
+    }
+    return run_and_report([&]() -> example_result {
+        auto [prog, g, eo, naive_bytes] = setup_example(m, opt_kind, o);
         if (measured) {
             const auto t0 = std::chrono::steady_clock::now();
             engine::cuda::measure_options mo;
@@ -51,13 +48,6 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
         }
         engine::cuda::backend_options bo;
         bo.shortfall = strict ? engine::cuda::workspace_shortfall::error : engine::cuda::workspace_shortfall::fallback;
-        engine::executor_options eo;
-        eo.poison = o.poison;
-        eo.opt.kind = opt_kind;
-        if (opt_kind == optimizer::adam) eo.opt.lr = 1e-3f;
-
-        std::uint64_t naive_bytes = 0;
-        for (const auto& t : g.tensors()) naive_bytes += t.bytes;
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o); // as the CPU examples plan
         // Device memory as the driver sees it (arena, library handles and workspaces, context).
         const auto device_before = engine::cuda::device_bytes_in_use();
@@ -90,12 +80,8 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
                     (unsigned long long)device_before, (unsigned long long)st.peak_bytes,
                     (unsigned long long)st.allocations, (unsigned long long)st.conv_fallbacks,
                     (unsigned long long)st.workspace_fallbacks);
-        print_result_line(loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms);
-        return 0;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+        return {loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms};
+    });
 }
 
 } // namespace memplan::examples

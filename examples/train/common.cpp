@@ -148,29 +148,35 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
     return out;
 }
 
-void print_result_line(float loss, std::uint64_t naive_bytes, std::uint64_t arena_bytes,
-                              std::uint64_t budget_bytes, double ms_per_step) {
-    std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n", double(loss),
-                (unsigned long long)naive_bytes, (unsigned long long)arena_bytes, (unsigned long long)budget_bytes,
-                ms_per_step);
+int run_and_report(const std::function<example_result()>& body) {
+    try {
+        const auto r = body();
+        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n",
+                    double(r.loss), (unsigned long long)r.naive_bytes, (unsigned long long)r.arena_bytes,
+                    (unsigned long long)r.budget_bytes, r.ms_per_step);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
+
+example_setup setup_example(const model& m, optimizer opt_kind, const train_options& o) {
+    example_setup s;
+    training_options to;
+    to.opt = opt_kind;
+    s.g = training_graph(m.net, to, s.prog);
+    s.eo.poison = o.poison;
+    s.eo.opt.kind = opt_kind;
+    if (opt_kind == optimizer::adam) s.eo.opt.lr = 1e-3f;
+    for (const auto& t : s.g.tensors()) s.naive_bytes += t.bytes;
+    return s;
 }
 
 int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
-    try {
+    return run_and_report([&]() -> example_result {
         const auto o = parse_options(argc, argv, default_steps);
-        training_options to;
-        to.opt = opt_kind;
-        training_program prog;
-        const graph g = training_graph(m.net, to, prog);
-        engine::executor_options eo;
-        eo.poison = o.poison;
-        eo.opt.kind = opt_kind;
-        if (opt_kind == optimizer::adam) eo.opt.lr = 1e-3f;
-
-        // Naive footprint: one allocation per tensor, no reuse.
-        std::uint64_t naive_bytes = 0;
-        for (const auto& t : g.tensors()) naive_bytes += t.bytes;
-
+        const auto [prog, g, eo, naive_bytes] = setup_example(m, opt_kind, o);
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o);
         std::uint64_t arena = 0;
         // The planners' own peak is not the engine's: restart the high-water mark here.
@@ -205,12 +211,8 @@ int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int d
             std::printf("memory saved: %llu of %llu bytes (%.1f %%) against one allocation per tensor\n",
                         (unsigned long long)(naive_bytes - std::min(naive_bytes, arena)), (unsigned long long)naive_bytes,
                         100.0 * double(naive_bytes - std::min(naive_bytes, arena)) / double(naive_bytes));
-        print_result_line(loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms);
-        return 0;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+        return {loss, naive_bytes, arena, o.naive ? naive_bytes : budget, ms};
+    });
 }
 
 } // namespace memplan::examples

@@ -9,12 +9,14 @@
 
 #include "models.hpp"
 
+#include <memplan/engine/executor.hpp>
 #include <memplan/graph/graph.hpp>
 #include <memplan/nn/training.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/schedule/plan.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -68,9 +70,30 @@ struct example_plan {
 /// what the plan does; throws when no plan is found or it fails check_plan.
 example_plan plan_example(const model& m, const graph& g, const train_options& o);
 
-/// The line every example ends with (CPU and CUDA alike), which scripts parse.
-void print_result_line(float loss, std::uint64_t naive_bytes, std::uint64_t arena_bytes, std::uint64_t budget_bytes,
-                       double ms_per_step);
+/// What the line every example ends with reports (CPU and CUDA alike),
+/// "loss L naive_bytes N arena_bytes A budget_bytes B ms_per_step T", which scripts parse.
+struct example_result {
+    float loss = 0;
+    std::uint64_t naive_bytes = 0;
+    std::uint64_t arena_bytes = 0;
+    std::uint64_t budget_bytes = 0;
+    double ms_per_step = 0;
+};
+
+/// What every example trains: the training graph of `m` and its program,
+/// the executor's options for the flags (`--poison`, Adam's step size), and
+/// the naive footprint (one allocation per tensor, no reuse).
+struct example_setup {
+    training_program prog;
+    graph g;
+    engine::executor_options eo;
+    std::uint64_t naive_bytes = 0;
+};
+example_setup setup_example(const model& m, optimizer opt_kind, const train_options& o);
+
+/// Runs an example's `body`: prints its result line and returns 0, or the
+/// error on stderr and returns 1.
+int run_and_report(const std::function<example_result()>& body);
 
 /// Plans `m` at the budget (or runs it naively), trains it, prints the report.
 int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps);

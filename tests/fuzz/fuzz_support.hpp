@@ -15,11 +15,30 @@
 #include <memplan/schedule/schedule.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace memplan_fuzz {
+
+/// The fuzzer's bytes as text.
+inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {
+    return {reinterpret_cast<const char*>(data), size};
+}
+
+/// What `read()` returns, or nullopt when it throws memplan::error (the
+/// promised outcome for bad input). Any other exception escapes, for
+/// libFuzzer to report as a crash.
+template <class Read>
+auto accepted(Read&& read) -> std::optional<decltype(read())> {
+    try {
+        return read();
+    } catch (const memplan::error&) {
+        return std::nullopt;
+    }
+}
 
 /// A broken promise: print why, then trap so that libFuzzer saves the input.
 /// Never returns.

@@ -94,13 +94,10 @@ void check_round_trip(const memplan::offset_csv& csv, const std::vector<std::uin
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    memplan::offset_csv csv;
-    try {
-        csv = memplan::parse_offset_csv(text, "fuzz.csv");
-    } catch (const memplan::error&) {
-        return 0; // the promised outcome for bad input; anything else escapes
-    }
+    const std::string_view text = memplan_fuzz::as_text(data, size);
+    const auto csv_read = memplan_fuzz::accepted([&] { return memplan::parse_offset_csv(text, "fuzz.csv"); });
+    if (!csv_read) return 0; // bad input ended in memplan::error, as promised
+    const auto& csv = *csv_read;
 
     // A given placement is judged, never thrown at, and judged right.
     if (csv.offsets) {
@@ -109,13 +106,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
 
     if (csv.problem.items.size() > max_placed_rows) return 0;
-    memplan::alloc_result placed;
-    try {
-        placed = memplan::greedy_by_size{}.place(csv.problem);
-    } catch (const memplan::error&) {
-        return 0; // a size that overflows when aligned: an allowed refusal
-    }
-    if (!memplan::has_solution(placed.status)) return 0;
+    // A size that overflows when aligned is an allowed refusal.
+    const auto placed_read = memplan_fuzz::accepted([&] { return memplan::greedy_by_size{}.place(csv.problem); });
+    if (!placed_read || !memplan::has_solution(placed_read->status)) return 0;
+    const auto& placed = *placed_read;
     const auto report = memplan::check_placement(csv.problem, placed.offsets);
     if (!report.ok()) memplan_fuzz::fail("check_placement rejects greedy_by_size's placement", report.to_string());
     check_placement_agrees(csv.problem, placed.offsets, "greedy_by_size's placement");

@@ -75,13 +75,10 @@ const memplan::graph& fixed_graph() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const memplan::graph& g = fixed_graph();
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    memplan::plan p;
-    try {
-        p = memplan::parse_plan_json(text, g, "fuzz.plan.json");
-    } catch (const memplan::error&) {
-        return 0; // the promised outcome for bad input; anything else escapes
-    }
+    const std::string_view text = memplan_fuzz::as_text(data, size);
+    const auto p_read = memplan_fuzz::accepted([&] { return memplan::parse_plan_json(text, g, "fuzz.plan.json"); });
+    if (!p_read) return 0; // bad input ended in memplan::error, as promised
+    const auto& p = *p_read;
 
     // Valid or not, the validator reports and never throws.
     (void)memplan::check_plan(g, p);
