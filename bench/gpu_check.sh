@@ -5,7 +5,9 @@
 #      planned vs naive training) and the recorded-profile tests
 #   3. the allocation benchmarks (naive cudaMalloc / stream-ordered pool / arena)
 #   4. the measured profile of the cnn example (memplan_profile_cuda)
-#   5. ResNet-50 at batch 184: store-all, then a budget of one third of store-all
+#   5. ResNet-50 at batch 184 with plans at one third and one half of store-all
+#      made with costs measured on the GPU: predicted vs measured overhead
+#      (store-all and the plan interleaved, --compare)
 # and prints ONE summary table. Without a GPU it says so and exits 0.
 # Usage: bench/gpu_check.sh [BUILD_DIR]   (run from anywhere; logs in BUILD_DIR/gpu_check/)
 set -u
@@ -56,33 +58,29 @@ while read -r name t unit _ _ _ rest; do
   row "alloc $name" "$t $unit" "allocations/step $allocs, peak device $peak"
 done < <(grep -E '^(naive_malloc|stream_pool|arena)/' "$logs/bench_alloc.log")
 
-timeout 120 "$bin/memplan_profile_cuda" --net cnn --out "$logs/profile_cnn.json" >"$logs/profile.log" 2>&1 &&
+timeout 120 "$bin/memplan_profile_cuda" --net cnn --out "$logs/profile_cnn.json" --table "$logs/profile_cnn_table.json" >"$logs/profile.log" 2>&1 &&
   row "profile cnn (cuDNN Find + timings)" "ok" "$(grep -E '^store-all' "$logs/profile.log")" ||
   { row "profile cnn" "FAILED" "see $logs/profile.log"; status=1; }
 
-declare -A ms predicted
-for budget in 100 33.3; do
+# ResNet-50 at batch 184 with plans made with costs measured on this GPU: the
+# first run measures every op and convolution variant (--cost measured) and
+# writes the measured graph, the second plans from that file; each runs the
+# store-all plan (fastest measured variants) and the plan interleaved
+# (--compare) and reports predicted and measured overhead.
+measured="$logs/resnet50_measured.json"
+for budget in 33.3 50; do
   t0=$(stamp)
   log="$logs/resnet50_$budget.log"
-  timeout 200 "$bin/train_resnet50_cuda" --steps 4 --interval 1 --budget "$budget%" >"$log" 2>&1; rc=$?
+  if [ "$budget" = 33.3 ]; then cost=(--cost measured --profile "$measured"); else cost=(--cost "measured:$measured"); fi
+  timeout 300 "$bin/train_resnet50_cuda" "${cost[@]}" --budget "$budget%" --compare --pairs 5 >"$log" 2>&1; rc=$?
   last="$(tail -1 "$log")"
   if [ $rc -eq 0 ]; then
     short="$(grep -o '[0-9]* workspace short' "$log" | head -1)"
-    peak="$(sed -n 's/.*; peak \([0-9]*\) (cudaMemGetInfo.*/\1/p' "$log" | head -1)"
-    ms[$budget]="$(awk '{print $10}' <<<"$last")"
-    predicted[$budget]="$(sed -n 's/.*predicted overhead \([-+0-9.]*\) %.*/\1/p' "$log" | head -1)"
-    row "ResNet-50 b184 budget $budget%" "ok" "$(awk '{printf "loss %s arena %.2f GiB budget %.2f GiB %s ms/step", $2, $6/2^30, $8/2^30, $10}' <<<"$last"); peak device $(awk '{printf "%.2f GiB", $1/2^30}' <<<"${peak:-0}") (cudaMemGetInfo); conv fallbacks ${short:-?} ($(( $(stamp) - t0 )) s)"
+    row "ResNet-50 b184 budget $budget% (measured costs)" "ok" "$(awk '{for (i = 1; i < NF; ++i) v[$i] = $(i + 1); printf "arena %.2f GiB budget %.2f GiB, %s ms/step; overhead predicted %+.1f %%, measured %+.1f %%", v["arena_bytes"]/2^30, v["budget_bytes"]/2^30, v["ms_per_step"], 100 * v["predicted_overhead"], 100 * v["measured_overhead"]}' <<<"$last"); $(grep -o 'spread of the per-round overheads, p75 - p25: [0-9.]* points' "$log" | head -1); conv fallbacks ${short:-?} ($(( $(stamp) - t0 )) s)"
   else
-    row "ResNet-50 b184 budget $budget%" "FAILED" "rc $rc: $last"; status=1
+    row "ResNet-50 b184 budget $budget% (measured costs)" "FAILED" "rc $rc: $last"; status=1
   fi
 done
-# Recomputation overhead of one third against store-all: measured (ms/step) and
-# predicted (the planner's costs; each run's prediction is against the default
-# store-all schedule, so the ratio compares like with like).
-if [ -n "${ms[100]:-}" ] && [ -n "${ms[33.3]:-}" ]; then
-  row "ResNet-50 b184 overhead 33.3% vs 100%" "" "$(awk -v a="${ms[33.3]}" -v b="${ms[100]}" -v p="${predicted[33.3]:-0}" -v q="${predicted[100]:-0}" \
-    'BEGIN { printf "measured %+.1f %%, predicted %+.1f %%", 100 * (a / b - 1), 100 * ((1 + p / 100) / (1 + q / 100) - 1) }')"
-fi
 grep -h -E '^device bytes in use' "$logs"/resnet50_*.log >"$logs/resnet50_device.txt" 2>/dev/null
 
 printf '\nmemplan GPU check on %s (logs: %s)\n' "$gpu" "$logs"

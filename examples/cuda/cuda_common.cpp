@@ -4,6 +4,8 @@
 //   --measure           measure every op and convolution variant on this GPU
 //                       (engine/cuda/measure.hpp) and plan with those costs
 //                       and workspaces instead of the model's estimates
+//                       (the same as --cost measured; --profile FILE writes
+//                       the measured graph, costs in microseconds)
 //   --strict-workspace  a convolution whose cuDNN algorithm needs more
 //                       workspace than planned is an error (default: it runs
 //                       the zero-workspace algorithm and the report counts it)
@@ -15,6 +17,7 @@
 #include <memplan/engine/cuda/device.hpp>
 #include <memplan/engine/cuda/measure.hpp>
 #include <memplan/engine/cuda/profile.hpp>
+#include <memplan/io/graph_json.hpp>
 
 #include <vector>
 
@@ -35,23 +38,57 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
         return 77;
     }
     return run_and_report([&]() -> example_result {
-        auto [prog, g, eo, naive_bytes] = setup_example(m, opt_kind, o);
-        if (measured) {
+        auto setup = setup_example(m, opt_kind, o);
+        auto& [prog, g, eo, naive_bytes, needs_profile] = setup;
+        if (measured || needs_profile) { // --measure, --cost measured or --profile FILE
             const auto t0 = std::chrono::steady_clock::now();
             engine::cuda::measure_options mo;
             mo.opt = opt_kind;
             for (auto& [input, bytes] : m.batch(0)) mo.inputs.push_back({input, bytes});
-            const auto r = engine::cuda::apply_profile(g, engine::cuda::measure(m.net, g, prog, mo));
+            graph measured_graph = g;
+            const auto r = engine::cuda::apply_profile(measured_graph, engine::cuda::measure(m.net, g, prog, mo));
             std::printf("measured %zu ops and %zu convolution variants (%zu unsupported removed) in %.1f s\n", r.ops,
                         r.variants, r.removed_variants,
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            if (!o.profile_out.empty()) {
+                write_graph_json(o.profile_out, measured_graph);
+                std::printf("wrote %s\n", o.profile_out.c_str());
+            }
+            if (measured || o.cost == "measured") g = std::move(measured_graph);
         }
+        std::printf("costs: %s (%s)\n", g.cost_model().c_str(), g.cost_unit().c_str());
         engine::cuda::backend_options bo;
         bo.shortfall = strict ? engine::cuda::workspace_shortfall::error : engine::cuda::workspace_shortfall::fallback;
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o); // as the CPU examples plan
+        using cuda_executor = engine::executor<engine::cuda::backend>;
+        if (o.compare && !o.naive) {
+            cuda_executor base(m.net, g, prog, store_all_fastest_plan(g), engine::cuda::backend(bo), eo);
+            cuda_executor planned(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);
+            float loss = 0;
+            const auto c = compare_interleaved(std::vector<cuda_executor*>{&base, &planned}, o.pairs,
+                                               [&](cuda_executor& ex, int s) {
+                feed(ex, m, static_cast<std::uint64_t>(s));
+                const auto t0 = std::chrono::steady_clock::now();
+                const float l = ex.step(); // synchronises: the loss is downloaded
+                if (&ex == &planned) loss = l;
+                return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            });
+            const auto st = planned.backend().stats();
+            std::printf("compare: %d rounds after one warm-up round; store-all (fastest variants) %.2f ms, plan %.2f "
+                        "ms (medians); measured overhead %+.1f %% (spread of the per-round overheads, p75 - p25: "
+                        "%.1f points), predicted %+.1f %% (%s); conv fallbacks of the plan: %llu unsupported, %llu "
+                        "workspace short\n",
+                        c.rounds, c.ms[0], c.ms[1], 100 * c.overhead[1], 100 * c.spread[1], 100 * predicted,
+                        g.cost_model().c_str(), (unsigned long long)st.conv_fallbacks,
+                        (unsigned long long)st.workspace_fallbacks);
+            example_result r{loss, naive_bytes, planned.reserved_bytes(), budget, c.ms[1]};
+            r.compared = true;
+            r.predicted_overhead = predicted;
+            r.measured_overhead = c.overhead[1];
+            return r;
+        }
         // Device memory as the driver sees it (arena, library handles and workspaces, context).
         const auto device_before = engine::cuda::device_bytes_in_use();
-        using cuda_executor = engine::executor<engine::cuda::backend>;
         auto ex = o.naive ? cuda_executor::naive(m.net, g, prog, engine::cuda::backend(bo), eo)
                           : cuda_executor(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);
         const auto arena = ex.reserved_bytes();

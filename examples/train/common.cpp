@@ -5,8 +5,14 @@
 #include "common.hpp"
 
 #include <memplan/check/validator.hpp>
+#include <memplan/io/cost_model.hpp>
 #include <memplan/engine/cpu/backend.hpp>
+#include <memplan/engine/cpu/device.hpp>
 #include <memplan/engine/executor.hpp>
+#include <memplan/engine/profile.hpp>
+#include <memplan/io/graph_json.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/nn/training.hpp>
 #include <memplan/remat/select.hpp>
 
@@ -15,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <fstream>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -54,11 +61,35 @@ train_options parse_options(int argc, char** argv, int default_steps) {
                 std::fprintf(stderr, "option --time-limit wants seconds > 0, got '%s'\n", argv[i]);
                 std::exit(2);
             }
+        } else if (a == "--cost") {
+            o.cost = value();
+        } else if (a == "--against") {
+            o.against = value();
+        } else if (a == "--profile") {
+            o.profile_out = value();
+        } else if (a == "--compare") {
+            o.compare = true;
+        } else if (a == "--pairs") {
+            o.pairs = std::atoi(value().c_str());
+            if (o.pairs < 5) {
+                std::fprintf(stderr, "option --pairs wants at least 5 pairs, got '%s'\n", argv[i]);
+                std::exit(2);
+            }
         } else if (a == "--naive") o.naive = true;
         else if (a == "--poison") o.poison = true;
         else if (a == "--help" || a == "-h") {
             std::printf("usage: %s [--steps N] [--budget P%% | --budget min] [--remat NAME] [--time-limit S] [--naive] "
-                        "[--poison] [--interval K]\n", argv[0]);
+                        "[--poison] [--interval K]\n"
+                        "       [--cost roofline:DEVICE | fused:DEVICE | measured | measured:FILE] [--profile FILE] "
+                        "[--compare [--pairs N]]\n"
+                        "  --cost MODEL   how the planner prices ops (default roofline:v100; DEVICE: v100, h200, cpu);\n"
+                        "                 measured: profile every op and variant on this machine's backend first\n"
+                        "  --profile FILE write the measured graph (memplan.graph, costs in us) to FILE\n"
+                        "  --compare      run the store-all plan (each op's fastest variant) and the plan interleaved,\n"
+                        "                 N timed pairs (default 7) after one warm-up pair; report predicted and\n"
+                        "                 measured overhead\n"
+                        "  --against M    with --compare: also plan at the same budget with cost model M and run\n"
+                        "                 that plan in the same interleaving (A B C A B C ...)\n", argv[0]);
             std::exit(0);
         } else {
             std::fprintf(stderr, "unknown option '%s'\n", argv[i]);
@@ -118,14 +149,16 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
     remat_options ro;
     ro.time_limit_seconds = o.time_limit;
     out.store_all = plan_remat("store_all", g, ro).arena();
-    out.budget = static_cast<std::uint64_t>(double(out.store_all) * o.budget_percent / 100.0);
+    out.budget = o.budget_bytes ? o.budget_bytes
+                                : static_cast<std::uint64_t>(double(out.store_all) * o.budget_percent / 100.0);
     if (o.naive) return out;
     ro.budget = out.budget;
-    auto r = o.budget_percent > 0 ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, out.store_all, o.time_limit);
-    if (o.budget_percent > 0 && !has_solution(r.status)) {
-        std::printf("budget %.0f%% (%llu bytes) not reached by planner '%s' (%s); using the smallest budget "
-                    "it reaches\n",
-                    o.budget_percent, (unsigned long long)out.budget, o.remat.c_str(), r.message.c_str());
+    auto r = o.budget_percent > 0 || o.budget_bytes ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, out.store_all, o.time_limit);
+    if ((o.budget_percent > 0 || o.budget_bytes) && !has_solution(r.status)) {
+        std::printf("budget %.1f%% (%llu bytes) not reached by planner '%s' with %s costs (%s); using the smallest "
+                    "budget it reaches\n",
+                    100.0 * double(out.budget) / double(out.store_all), (unsigned long long)out.budget,
+                    o.remat.c_str(), g.cost_model().c_str(), r.message.c_str());
         r = min_budget_plan(g, o.remat, out.store_all, o.time_limit);
         if (has_solution(r.status)) out.budget = r.arena();
     }
@@ -133,7 +166,7 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
         throw error("engine", "planner '" + o.remat + "' found no plan within " + std::to_string(out.budget) +
                                   " bytes: " + std::string(to_string(r.status)) +
                                   (r.message.empty() ? "" : " (" + r.message + ")"));
-    if (o.budget_percent <= 0) out.budget = r.arena();
+    if (o.budget_percent <= 0 && !o.budget_bytes) out.budget = r.arena();
     out.plan = r.plan;
     const auto report = check_plan(g, out.plan);
     if (!report.ok()) throw error("engine", "the plan fails check_plan: " + report.violations.front().message);
@@ -151,9 +184,12 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
 int run_and_report(const std::function<example_result()>& body) {
     try {
         const auto r = body();
-        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f\n",
+        std::printf("loss %.6f naive_bytes %llu arena_bytes %llu budget_bytes %llu ms_per_step %.3f",
                     double(r.loss), (unsigned long long)r.naive_bytes, (unsigned long long)r.arena_bytes,
                     (unsigned long long)r.budget_bytes, r.ms_per_step);
+        if (r.compared)
+            std::printf(" predicted_overhead %.4f measured_overhead %.4f", r.predicted_overhead, r.measured_overhead);
+        std::printf("\n");
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
@@ -165,6 +201,12 @@ example_setup setup_example(const model& m, optimizer opt_kind, const train_opti
     example_setup s;
     training_options to;
     to.opt = opt_kind;
+    if (o.cost == "measured") {
+        s.needs_profile = true;
+    } else {
+        to.cost = example_cost_model(o.cost);
+    }
+    s.needs_profile = s.needs_profile || !o.profile_out.empty();
     s.g = training_graph(m.net, to, s.prog);
     s.eo.poison = o.poison;
     s.eo.opt.kind = opt_kind;
@@ -173,11 +215,113 @@ example_setup setup_example(const model& m, optimizer opt_kind, const train_opti
     return s;
 }
 
+cost::cost_model example_cost_model(const std::string& spec) {
+    return cost::make_cost_model(spec, [](std::string_view name) -> std::optional<cost::device_profile> {
+        if (name == "cpu") return engine::cpu::cpu_device();
+        return std::nullopt;
+    });
+}
+
+memplan::plan store_all_fastest_plan(const graph& g) {
+    schedule s;
+    for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
+        const auto& op = g.op(i);
+        graph::id_type best = op.variants.empty() ? graph::npos : 0;
+        for (graph::id_type k = 1; k < static_cast<graph::id_type>(op.variants.size()); ++k)
+            if (op.variants[k].cost < op.variants[best].cost) best = k;
+        s.push_back({i, best});
+    }
+    auto made = make_plan(g, s, best_heuristic{});
+    return std::move(made.plan);
+}
+
+namespace {
+
+/// `--cost measured` / `--profile FILE`: every op and variant of `s.g` timed
+/// on the CPU backend; `s.g` takes the measured costs (when the planner is to
+/// use them) and FILE the measured graph.
+void profile_on_cpu(const model& m, example_setup& s, const train_options& o) {
+    engine::profile_options po;
+    po.exec = s.eo;
+    po.source = "cpu";
+    for (auto& in : m.batch(0)) po.inputs.push_back(in);
+    po.progress = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+    auto r = engine::profile_graph<engine::cpu::backend>(m.net, s.g, s.prog, po);
+    std::printf("profiled %zu ops in %d passes (%.1f s): %.0f us per step with the default variants; spread "
+                "(p75 - p25) / median: %.1f %% time-weighted, worst %.1f %% (%s)\n",
+                s.g.num_ops(), r.stats.passes, r.stats.seconds, r.stats.step_us, 100 * r.stats.spread,
+                100 * r.stats.worst_spread, r.stats.worst_op.c_str());
+    if (!o.profile_out.empty()) {
+        write_graph_json(o.profile_out, r.measured);
+        std::printf("wrote %s\n", o.profile_out.c_str());
+    }
+    if (o.cost == "measured") s.g = std::move(r.measured);
+}
+
+} // namespace
+
 int run_example(const model& m, optimizer opt_kind, int argc, char** argv, int default_steps) {
     return run_and_report([&]() -> example_result {
         const auto o = parse_options(argc, argv, default_steps);
-        const auto [prog, g, eo, naive_bytes] = setup_example(m, opt_kind, o);
+        auto setup = setup_example(m, opt_kind, o);
+        if (setup.needs_profile) profile_on_cpu(m, setup, o);
+        const auto& [prog, g, eo, naive_bytes, needs_profile] = setup;
+        std::printf("costs: %s (%s)\n", g.cost_model().c_str(), g.cost_unit().c_str());
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o);
+        if (o.compare && !o.naive) {
+            using cpu_executor = engine::executor<engine::cpu::backend>;
+            cpu_executor base(m.net, g, prog, store_all_fastest_plan(g), {}, eo);
+            const double fastest = schedule_cost(g, base.plan().steps);
+            cpu_executor planned(m.net, g, prog, std::move(chosen), {}, eo);
+            std::vector<cpu_executor*> runs{&base, &planned};
+            std::optional<cpu_executor> other;
+            double other_own = 0, other_here = 0;
+            if (!o.against.empty()) {
+                // The same network priced by another model, planned at the same budget.
+                training_options to;
+                to.opt = opt_kind;
+                to.cost = example_cost_model(o.against);
+                training_program prog2;
+                const graph g2 = training_graph(m.net, to, prog2);
+                cost::require_same_cost_unit(g, g2);
+                for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i)
+                    if (g.op(i).name != g2.op(i).name || g.op(i).variants.size() != g2.op(i).variants.size())
+                        throw error("engine", "--against " + o.against + ": op '" + g2.op(i).name +
+                                                  "' differs from the planned graph's");
+                train_options o2 = o;
+                o2.cost = o.against;
+                o2.budget_bytes = budget;
+                auto p2 = plan_example(m, g2, o2);
+                other_own = p2.predicted_overhead;
+                other_here = schedule_cost(g, p2.plan.steps) / fastest - 1;
+                other.emplace(m.net, g, prog, std::move(p2.plan), engine::cpu::backend{}, eo);
+                runs.push_back(&*other);
+            }
+            float loss = 0;
+            const auto c = compare_interleaved(runs, o.pairs, [&](cpu_executor& ex, int s) {
+                feed(ex, m, static_cast<std::uint64_t>(s));
+                const auto t0 = std::chrono::steady_clock::now();
+                const float l = ex.step();
+                if (&ex == &planned) loss = l;
+                return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            });
+            std::printf("compare: %d rounds after one warm-up round; store-all (fastest variants) %.2f ms, plan %.2f "
+                        "ms (medians); measured overhead %+.1f %% (spread of the per-round overheads, p75 - p25: "
+                        "%.1f points), predicted %+.1f %% (%s)\n",
+                        c.rounds, c.ms[0], c.ms[1], 100 * c.overhead[1], 100 * c.spread[1], 100 * predicted,
+                        g.cost_model().c_str());
+            if (other)
+                std::printf("against: the plan made with %s (arena %llu bytes): %.2f ms, measured overhead %+.1f %% "
+                            "(spread %.1f points); predicted %+.1f %% by %s, %+.1f %% by %s\n",
+                            o.against.c_str(), (unsigned long long)other->reserved_bytes(), c.ms[2],
+                            100 * c.overhead[2], 100 * c.spread[2], 100 * other_own, o.against.c_str(),
+                            100 * other_here, g.cost_model().c_str());
+            example_result r{loss, naive_bytes, planned.reserved_bytes(), budget, c.ms[1]};
+            r.compared = true;
+            r.predicted_overhead = predicted;
+            r.measured_overhead = c.overhead[1];
+            return r;
+        }
         std::uint64_t arena = 0;
         // The planners' own peak is not the engine's: restart the high-water mark here.
 #ifdef __GLIBC__

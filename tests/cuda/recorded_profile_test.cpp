@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <memplan/check/validator.hpp>
+#include <memplan/io/cost_model.hpp>
+#include <memplan/io/graph_json.hpp>
+#include <memplan/remat/select.hpp>
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/engine/recompute.hpp>
@@ -50,7 +53,7 @@ TEST_CASE("cuda.profile.apply_sets_costs_and_workspaces") {
         const auto id = g.find_op(o.op);
         REQUIRE(id.has_value());
         const auto& op = g.op(*id);
-        CHECK(op.cost == doctest::Approx(o.ms));
+        CHECK(op.cost == doctest::Approx(o.ms * 1000.0)); // microseconds
         for (const auto& v : o.variants) {
             const auto it = std::find_if(op.variants.begin(), op.variants.end(), [&](const auto& x) { return x.name == v.name; });
             if (!v.supported) {
@@ -60,7 +63,7 @@ TEST_CASE("cuda.profile.apply_sets_costs_and_workspaces") {
             }
             REQUIRE(it != op.variants.end());
             CHECK(it->workspace == v.workspace_bytes);
-            CHECK(it->cost == doctest::Approx(v.ms));
+            CHECK(it->cost == doctest::Approx(v.ms * 1000.0));
             ++variants;
             // The recorded algorithm is the one the backend runs for the variant.
             if (v.algorithm.empty()) continue; // not a convolution (ReLU, batch-norm backward)
@@ -148,4 +151,40 @@ TEST_CASE("cuda.profile.wrongly_typed_fields_name_the_field") {
                          doctest::Contains("algorithm: must be a string"), memplan::error);
     CHECK_THROWS_WITH_AS(read_with(R"({"op": 7})"), doctest::Contains("ops[0].op: must be a string"), memplan::error);
     std::filesystem::remove(path);
+}
+
+TEST_CASE("cuda.profile.recorded_graph_is_a_measured_cost_model") {
+    // The CUDA profile written as a graph in microseconds (what
+    // memplan_profile_cuda --out writes), then read back as `measured:FILE`:
+    // the derivation takes its costs and workspaces and drops the variants
+    // cuDNN cannot run; plans made from it pass the validator.
+    auto measured = cnn_graph();
+    engine::cuda::apply_profile(measured, engine::cuda::read_profile(table_path));
+    CHECK(measured.cost_unit() == "us");
+    CHECK(measured.cost_model().rfind("measured:recorded:", 0) == 0);
+    const auto path = (std::filesystem::temp_directory_path() / "memplan_recorded_cuda_graph.json").string();
+    write_graph_json(path, measured);
+    training_options to;
+    to.opt = optimizer::sgd_momentum;
+    to.cost = cost::make_cost_model("measured:" + path);
+    training_program prog;
+    const auto g = training_graph(examples::cnn(8, 1, 16, 16).net, to, prog);
+    std::filesystem::remove(path);
+    REQUIRE(g.num_ops() == measured.num_ops());
+    for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
+        CHECK(g.op(i).cost == doctest::Approx(measured.op(i).cost));
+        REQUIRE(g.op(i).variants.size() == measured.op(i).variants.size()); // the same variants dropped
+        for (std::size_t k = 0; k < g.op(i).variants.size(); ++k) {
+            CHECK(g.op(i).variants[k].name == measured.op(i).variants[k].name);
+            CHECK(g.op(i).variants[k].workspace == measured.op(i).variants[k].workspace);
+        }
+    }
+    remat_options ro;
+    ro.time_limit_seconds = 2;
+    ro.budget = plan_remat("store_all", g, ro).arena() / 10 * 9; // bn1.bwd alone needs ~75 %
+    const auto r = plan_remat("auto", g, ro);
+    INFO(r.message);
+    REQUIRE(has_solution(r.status));
+    CHECK(check_plan(g, r.plan).ok());
+    CHECK(r.arena() <= ro.budget);
 }

@@ -24,18 +24,19 @@ layers='
 core            |
 solver          | core
 graph           | core
-nn              | core graph
-zoo             | core graph nn
+cost            | core graph
+nn              | core graph cost
+zoo             | core graph cost nn
 schedule        | core graph
 schedule/order  | core graph schedule solver
 plan/alloc      | core solver
 check           | core graph schedule plan/alloc
 plan            | core graph schedule plan/alloc check
 remat           | core graph schedule schedule/order solver plan plan/alloc check
-engine          | core graph nn schedule plan plan/alloc check remat
-engine/cpu      | core graph nn schedule plan plan/alloc check remat engine
-engine/cuda     | core graph nn schedule plan plan/alloc check remat engine
-io              | core graph nn zoo schedule schedule/order solver plan plan/alloc check remat
+engine          | core graph cost nn schedule plan plan/alloc check remat
+engine/cpu      | core graph cost nn schedule plan plan/alloc check remat engine
+engine/cuda     | core graph cost nn schedule plan plan/alloc check remat engine
+io              | core graph cost nn zoo schedule schedule/order solver plan plan/alloc check remat
 '
 
 cd "$include_dir"

@@ -101,6 +101,16 @@ public:
     const std::string& name() const noexcept { return name_; }
     void set_name(std::string name) { name_ = std::move(name); }
 
+    /// The unit of every cost of the graph ("us": microseconds); empty: an
+    /// unnamed relative unit. Graphs whose units differ are not compared.
+    const std::string& cost_unit() const noexcept { return cost_unit_; }
+    /// How the costs were made ("roofline:v100", "fused:h200", "measured:cpu"); may be empty.
+    const std::string& cost_model() const noexcept { return cost_model_; }
+    void set_costs_from(std::string unit, std::string model) {
+        cost_unit_ = std::move(unit);
+        cost_model_ = std::move(model);
+    }
+
     /// Adds a tensor; throws when the name is empty or already taken.
     Id add_tensor(std::string name, Size bytes, bool persistent = false) {
         if (name.empty())
@@ -221,6 +231,7 @@ private:
     }
 
     std::string name_;
+    std::string cost_unit_, cost_model_;
     std::vector<tensor_type> tensors_;
     std::vector<op_type> ops_;
     std::vector<Id> outputs_;

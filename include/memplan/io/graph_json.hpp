@@ -46,6 +46,16 @@ inline graph parse_graph_json(std::string_view text, std::string_view source_nam
 
     graph g;
     if (const json* n = detail::find_field(root, "name")) g.set_name(detail::get_string(*n, "name", doc.where("name"), cat));
+    {
+        std::string unit, model;
+        if (const json* u = detail::find_field(root, "cost_unit")) {
+            unit = detail::get_string(*u, "cost_unit", doc.where("cost_unit"), cat);
+            if (unit.empty()) throw error(cat, doc.where("cost_unit") + "must not be empty (omit the field for an unnamed unit)");
+        }
+        if (const json* m = detail::find_field(root, "cost_model"))
+            model = detail::get_string(*m, "cost_model", doc.where("cost_model"), cat);
+        g.set_costs_from(std::move(unit), std::move(model));
+    }
 
     // Tensors.
     const json& tensors = detail::get_array(detail::require_field(root, "tensors", doc.source + ": ", cat), "tensors",
@@ -181,6 +191,8 @@ inline std::string format_graph_json(const graph& g) {
     using detail::ordered_json;
     std::string out = "{\n  \"format\": \"memplan.graph\",\n  \"version\": 1,\n  \"name\": " + detail::dump_scalar(json(g.name())) +
                       ",\n";
+    if (!g.cost_unit().empty()) out += "  \"cost_unit\": " + detail::dump_scalar(json(g.cost_unit())) + ",\n";
+    if (!g.cost_model().empty()) out += "  \"cost_model\": " + detail::dump_scalar(json(g.cost_model())) + ",\n";
     std::vector<ordered_json> items;
     items.reserve(g.num_tensors());
     for (const auto& t : g.tensors()) {

@@ -36,8 +36,8 @@ struct relu {
     layer_ops lower(const lower_context& c) const {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
-        op_spec fwd{op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0)}, {slot::output()}, n, 0, {}, {}};
-        op_spec bwd{op_pass::bwd, phase::backward, compute_kind::other, {}, {slot::grad_input(0)}, n, 0, {},
+        op_spec fwd{op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0)}, {slot::output()}, n, 0, {}, {}};
+        op_spec bwd{op_pass::bwd, phase::backward, compute_kind::pointwise, {}, {slot::grad_input(0)}, n, 0, {},
                     {{slot::grad_output(), slot::grad_input(0)}}};
         switch (backward_from) {
         case saved_tensor::input:
@@ -86,9 +86,9 @@ struct gelu {
     layer_ops lower(const lower_context& c) const {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
-        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0)}, {slot::output()},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0)}, {slot::output()},
                                10 * n, 0, {}, {}});
-        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::other, {slot::input(0), slot::grad_output()},
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise, {slot::input(0), slot::grad_output()},
                                 {slot::grad_input(0)}, 20 * n, 0, {}, {{slot::grad_output(), slot::grad_input(0)}}});
         return ops;
     }

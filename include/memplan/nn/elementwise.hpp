@@ -36,7 +36,7 @@ struct add {
 
     layer_ops lower(const lower_context& c) const {
         layer_ops ops;
-        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0), slot::input(1)},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0), slot::input(1)},
                                {slot::output()}, double(c.output.shape.numel()), 0, {},
                                {{slot::input(0), slot::output()}}});
         ops.passthrough = {true, true};
@@ -103,9 +103,9 @@ struct dropout {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
         ops.internals.push_back({"mask", {c.output.shape, element::u8}});
-        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0)},
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0)},
                                {slot::output(), slot::internal(0)}, 2 * n, 0, {}, {{slot::input(0), slot::output()}}});
-        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::other, {slot::internal(0), slot::grad_output()},
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise, {slot::internal(0), slot::grad_output()},
                                 {slot::grad_input(0)}, n, 0, {}, {{slot::grad_output(), slot::grad_input(0)}}});
         return ops;
     }
@@ -128,7 +128,7 @@ struct flatten {
 
     layer_ops lower(const lower_context&) const {
         layer_ops ops;
-        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other, {slot::input(0)}, {slot::output()}, 0, 0,
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0)}, {slot::output()}, 0, 0,
                                {}, {{slot::input(0), slot::output()}}});
         ops.passthrough = {true};
         return ops;

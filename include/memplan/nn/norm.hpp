@@ -57,7 +57,7 @@ struct batch_norm {
         const double n = double(c.output.shape.numel());
         layer_ops ops;
         ops.internals.push_back({"stats", {shape{2, channels}, element::f32}}); // (2, C): mean, invstd
-        op_spec fwd{op_pass::fwd, phase::forward, compute_kind::other,
+        op_spec fwd{op_pass::fwd, phase::forward, compute_kind::pointwise,
                     {slot::input(0), slot::param(0), slot::param(1), slot::state(0), slot::state(1)},
                     {slot::output(), slot::internal(0)}, 8 * n, 0, {}, {}};
         // When the backward starts from y, x is not needed after the forward,
@@ -65,7 +65,7 @@ struct batch_norm {
         // Bulo et al., CVPR 2018): the statistics are taken before any write.
         if (backward_from != saved_tensor::input) fwd.inplace.push_back({slot::input(0), slot::output()});
         ops.forward.push_back(std::move(fwd));
-        op_spec bwd{op_pass::bwd, phase::backward, compute_kind::other, {}, {slot::grad_input(0), slot::grad_param(0),
+        op_spec bwd{op_pass::bwd, phase::backward, compute_kind::pointwise, {}, {slot::grad_input(0), slot::grad_param(0),
                     slot::grad_param(1)}, 12 * n, 0, {}, {}};
         const std::vector<slot> from_input{slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)};
         const std::vector<slot> from_output{slot::output(), slot::grad_output(), slot::param(0), slot::param(1),
@@ -111,10 +111,10 @@ struct layer_norm {
         const std::uint64_t rows = c.output.shape.numel() / (features ? features : 1);
         layer_ops ops;
         ops.internals.push_back({"stats", {shape{2, rows}, element::f32}}); // (2, rows): mean, invstd
-        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::other,
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise,
                                {slot::input(0), slot::param(0), slot::param(1)},
                                {slot::output(), slot::internal(0)}, 8 * n, 0, {}, {}});
-        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::other,
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise,
                                 {slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)},
                                 {slot::grad_input(0), slot::grad_param(0), slot::grad_param(1)}, 12 * n, 0, {}, {}});
         return ops;

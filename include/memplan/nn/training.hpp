@@ -6,13 +6,15 @@
 // tied parameter feeds several layers, its gradient contributions are summed
 // as they arrive (in-place accumulation, as PyTorch's autograd does), so the
 // sum is complete before its producer's backward runs. Weights and optimizer
-// state are persistent. Every op is priced with the roofline of
-// nn/device.hpp in microseconds; sizes follow the run's data type.
+// state are persistent. Every op is priced in microseconds by a cost model
+// (cost/model.hpp: the roofline of one device by default, the fused roofline,
+// or measured costs); sizes follow the run's data type.
 // Names: "<layer>.y", "<layer>.fwd", "<layer>.bwd_data", "<layer>.dx",
 // "<layer>.dw", "<layer>.dy" (a summed gradient), "<param>.update".
 #pragma once
 
 #include <memplan/core/error.hpp>
+#include <memplan/cost/model.hpp>
 #include <memplan/graph/graph.hpp>
 #include <memplan/nn/device.hpp>
 #include <memplan/nn/dtype.hpp>
@@ -55,7 +57,11 @@ constexpr std::optional<optimizer> parse_optimizer(std::string_view s) noexcept 
 struct training_options {
     optimizer opt = optimizer::sgd_momentum;
     nn::dtype dt = nn::dtype::fp32;
-    nn::device_profile device = nn::v100;
+    nn::device_profile device = nn::v100; ///< the roofline's device when `cost` is empty
+    /// How ops are priced; empty: `cost::roofline{device}`. A `measured`
+    /// model also sets workspaces to the measured ones and drops variants
+    /// the measurement lacks (a backend that cannot run them).
+    std::optional<cost::cost_model> cost;
     std::string name; ///< graph name; empty: "<network>-train"
 };
 
@@ -88,7 +94,10 @@ namespace detail {
 class training_builder {
 public:
     training_builder(const nn::network& net, const training_options& opt, training_program* program = nullptr)
-        : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name), program_(program) {}
+        : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name), program_(program),
+          model_(opt.cost ? *opt.cost : cost::cost_model(cost::roofline{opt.device})) {
+        g_.set_costs_from(std::string(cost::microseconds), model_.name());
+    }
 
     graph build() {
         const auto& nodes = net_.nodes();
@@ -256,12 +265,26 @@ private:
         return graph::npos;
     }
 
-    double cost(nn::compute_kind kind, double flops, const std::vector<graph::id_type>& in,
-                const std::vector<graph::id_type>& out) const {
-        double moved = 0;
-        for (auto t : in) moved += double(g_.tensor(t).bytes);
-        for (auto t : out) moved += double(g_.tensor(t).bytes);
-        return nn::roofline_us(opt_.device, kind, flops, moved);
+    /// The time of op `name` (or its variant `variant`) by the cost model.
+    double cost(std::string_view name, std::string_view variant, nn::compute_kind kind, double flops,
+                const std::vector<graph::id_type>& in, const std::vector<graph::id_type>& out,
+                double time_factor = 1.0) const {
+        cost::op_work w{name, variant, kind, flops, 0, 0, 0, time_factor};
+        for (auto t : in) {
+            const double b = double(g_.tensor(t).bytes);
+            w.bytes_read += b;
+            if (t < produced_.size() && produced_[t]) w.producer_bytes += b;
+        }
+        for (auto t : out) w.bytes_written += double(g_.tensor(t).bytes);
+        return model_.op_us(w);
+    }
+
+    void add_op(op o) {
+        for (auto t : o.outputs) {
+            if (t >= produced_.size()) produced_.resize(std::size_t(t) + 1, 0);
+            produced_[t] = !g_.tensor(t).persistent;
+        }
+        g_.add_op(std::move(o));
     }
 
     void emit(std::size_t i, const nn::op_spec& spec, std::size_t spec_index, bool backward) {
@@ -290,28 +313,37 @@ private:
             const auto tx = find(x), ty = find(y);
             if (tx != graph::npos && ty != graph::npos) o.inplace.push_back({tx, ty});
         }
-        const double base = cost(spec.kind, spec.flops, o.inputs, o.outputs);
         const std::uint64_t elem = nn::size_of(opt_.dt);
-        o.cost = base;
+        const auto* meas = model_.as_measured();
         o.workspace = spec.workspace_values * elem;
+        if (spec.variants.empty()) {
+            o.cost = cost(o.name, {}, spec.kind, spec.flops, o.inputs, o.outputs);
+            if (meas) o.workspace = meas->workspace(o.name);
+        }
         for (const auto& v : spec.variants) {
-            variant var{v.name(), base * v.time_factor, v.workspace_values * elem, {}};
+            const std::string vname = v.name();
+            if (meas && !meas->has_variant(o.name, vname)) continue; // the measured backend cannot run it
+            variant var{vname, 0, v.workspace_values * elem, {}};
             for (auto s : v.inputs) {
                 const auto t = find(s);
                 if (t == graph::npos)
-                    throw error("nn", "layer '" + n.name + "' op '" + o.name + "' variant '" + v.name() +
+                    throw error("nn", "layer '" + n.name + "' op '" + o.name + "' variant '" + vname +
                                           "' reads a tensor the op does not list");
                 if (std::find(var.inputs.begin(), var.inputs.end(), t) == var.inputs.end()) var.inputs.push_back(t);
             }
             // Reading less moves fewer bytes.
-            if (!var.inputs.empty()) var.cost = cost(spec.kind, spec.flops, var.inputs, o.outputs) * v.time_factor;
+            var.cost = cost(o.name, vname, spec.kind, spec.flops, var.inputs.empty() ? o.inputs : var.inputs, o.outputs,
+                            v.time_factor);
+            if (meas) var.workspace = meas->workspace(o.name, vname);
             o.variants.push_back(std::move(var));
         }
+        if (!spec.variants.empty() && o.variants.empty())
+            throw error("nn", "op '" + o.name + "': the measured costs '" + model_.name() + "' have none of its variants");
         if (!o.variants.empty()) {
             o.cost = o.variants.front().cost;
             o.workspace = o.variants.front().workspace;
         }
-        g_.add_op(std::move(o));
+        add_op(std::move(o));
         record({op_origin_kind::layer, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(spec_index), backward,
                 0, std::move(bound)});
     }
@@ -333,9 +365,9 @@ private:
         o.inputs = {acc, t};
         o.outputs = {new_tensor(out_name, info)};
         o.inplace = {{acc, o.outputs[0]}};
-        o.cost = cost(nn::compute_kind::other, double(info.numel()), o.inputs, o.outputs);
+        o.cost = cost(o.name, {}, nn::compute_kind::pointwise, double(info.numel()), o.inputs, o.outputs);
         acc = o.outputs[0];
-        g_.add_op(std::move(o));
+        add_op(std::move(o));
         record({op_origin_kind::grad_acc, 0, 0, true, 0, {}});
     }
 
@@ -362,8 +394,8 @@ private:
         // Reads everything, writes back the weight and the state (not the gradient).
         std::vector<graph::id_type> written(o.inputs.begin(), o.inputs.end());
         written.erase(written.begin() + 1);
-        o.cost = cost(nn::compute_kind::other, flops_per_value * double(info.numel()), o.inputs, written);
-        g_.add_op(std::move(o));
+        o.cost = cost(o.name, {}, nn::compute_kind::other, flops_per_value * double(info.numel()), o.inputs, written);
+        add_op(std::move(o));
         record({op_origin_kind::update, 0, 0, false, static_cast<std::uint32_t>(p), {}});
     }
 
@@ -371,6 +403,8 @@ private:
     const training_options& opt_;
     graph g_;
     training_program* program_ = nullptr;
+    cost::cost_model model_;
+    std::vector<char> produced_; ///< per tensor: an op of the graph wrote it (not persistent)
     std::vector<nn::layer_ops> lowered_;
     std::vector<graph::id_type> act_tensor_, param_tensor_;
     std::vector<std::vector<graph::id_type>> internal_tensor_;
@@ -384,7 +418,8 @@ private:
 
 /// The training graph of `net`: forward, loss, backward with gradient
 /// accumulation, weight gradients and one update per parameter, phases set,
-/// costs in microseconds on `opt.device`. The result passes `validate()`.
+/// costs in microseconds by `opt.cost` (default: the roofline of
+/// `opt.device`), `cost_unit` "us". The result passes `validate()`.
 /// Throws `memplan::error` when the network has no loss layer output or a
 /// layer is inconsistent.
 inline graph training_graph(const nn::network& net, const training_options& opt = {}) {

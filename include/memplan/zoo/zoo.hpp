@@ -18,6 +18,7 @@
 #include <memplan/zoo/vgg.hpp>
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,7 +32,8 @@ struct zoo_options {
     std::size_t seq = 0;                ///< sequence length (transformers); 0: the model's default
     optimizer opt = optimizer::sgd_momentum;
     nn::dtype dt = nn::dtype::fp32;
-    nn::device_profile device = nn::v100;
+    nn::device_profile device = nn::v100; ///< the roofline's device when `cost` is empty
+    std::optional<cost::cost_model> cost; ///< how ops are priced (cost/model.hpp); empty: roofline on `device`
 };
 
 /// A model's defaults; `seq` is 0 for CNNs, `height`/`width` 0 for transformers.
@@ -100,6 +102,7 @@ inline graph zoo_graph(std::string_view name, const zoo_options& options = {}) {
     t.opt = o.opt;
     t.dt = o.dt;
     t.device = o.device;
+    t.cost = o.cost;
     t.name = std::string(name) + "-train-b" + std::to_string(o.batch);
     return training_graph(zoo_network(name, o), t);
 }

@@ -1,19 +1,36 @@
 // memplan zoo: builds the training graph of a zoo model (forward, loss, backward, optimizer update).
 #include "common.hpp"
 
+#include <memplan/io/cost_model.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/zoo/zoo.hpp>
+#ifdef MEMPLAN_HAS_CPU_ENGINE
+#include <memplan/engine/cpu/device.hpp>
+#endif
 
 namespace memplan::cli {
 
 namespace {
 
+/// The `cpu` device of `roofline:cpu` / `fused:cpu`: this machine, measured
+/// with the CPU engine's kernels when it is built with them.
+memplan::cost::device_lookup cpu_device_lookup() {
+#ifdef MEMPLAN_HAS_CPU_ENGINE
+    return [](std::string_view name) -> std::optional<memplan::cost::device_profile> {
+        if (name == "cpu") return memplan::engine::cpu::cpu_device();
+        return std::nullopt;
+    };
+#else
+    return {};
+#endif
+}
+
 int run_zoo(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, {{"--list"}, false}, {{"--batch"}, true},
                                   {{"--image"}, true}, {{"--seq"}, true}, {{"--optimizer"}, true},
-                                  {{"--dtype"}, true}, {{"--device"}, true}});
+                                  {{"--dtype"}, true}, {{"--device"}, true}, {{"--cost"}, true}});
     if (!a) return exit_ok;
     if (a->has("--list")) {
         a->expect_positional(0, 0, "no model with --list");
@@ -61,6 +78,10 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
         if (!dev) throw memplan::error("cli", "--device expects v100 or h200, got '" + *v + "'");
         o.device = *dev;
     }
+    if (const auto v = a->value("--cost")) {
+        if (a->has("--device")) throw memplan::error("cli", "--cost and --device both set the cost model; give one");
+        o.cost = memplan::cost::make_cost_model(*v, cpu_device_lookup());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const auto net = memplan::zoo_network(name, o);
     const auto g = memplan::zoo_graph(name, o);
@@ -72,6 +93,8 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
               << "parameters:            " << memplan::nn::parameter_count(net) << "\n"
               << "LB, default schedule:  " << bytes_both(lb) << "\n"
               << "LB, schedule-free:     " << bytes_both(memplan::schedule_free_lower_bound(g)) << "\n"
+              << "costs:                 " << g.cost_model() << " (total "
+              << memplan::schedule_cost(g, memplan::default_schedule(g)) << " us, default variants)\n"
               << "built in:              " << memplan::cli::human_seconds(secs) << "\n";
     if (const auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
     return exit_ok;
@@ -81,14 +104,18 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
 
 const command zoo_command{
     "zoo", "memplan zoo NAME [--batch N] [--image HxW] [--seq N] [--optimizer sgd|adam] [--dtype fp32|fp16|bf16]\n"
-       "           [--device v100|h200] [-o GRAPH.json]  |  memplan zoo --list",
+       "           [--cost MODEL] [-o GRAPH.json]  |  memplan zoo --list",
     "Builds the training graph of a zoo model (forward, loss, backward, optimizer update).",
     "  --batch N            batch size (default: the model's; MONeT's settings for the CNNs)\n"
     "  --image HxW          input image size (CNNs)\n"
     "  --seq N              sequence length (transformers)\n"
     "  --optimizer NAME     sgd (with momentum, default) or adam\n"
     "  --dtype NAME         fp32 (default), fp16, bf16\n"
-    "  --device NAME        cost profile: v100 (default) or h200\n"
+    "  --cost MODEL         how ops are priced, in microseconds: roofline:DEVICE (default roofline:v100),\n"
+    "                       fused:DEVICE (point-wise ops folded into their producer), measured:FILE (a graph\n"
+    "                       with measured costs, from train_X --profile); DEVICE: v100, h200, cpu (this\n"
+    "                       machine, measured now)\n"
+    "  --device NAME        the same as --cost roofline:NAME\n"
     "  -o, --output FILE    write the graph (memplan.graph JSON)\n"
     "  --list               list the models and their defaults\n",
     run_zoo};

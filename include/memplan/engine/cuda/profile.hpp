@@ -121,8 +121,10 @@ struct apply_report {
     std::size_t removed_variants = 0; ///< unsupported variants taken out
 };
 
-/// Writes table `t` into graph `g`: every op's cost becomes its measured ms,
-/// each listed variant its measured ms and workspace; an unsupported variant
+/// Writes table `t` into graph `g`: every op's cost becomes its measured
+/// time in microseconds (the table's ms x 1000), each listed variant its
+/// measured time and workspace, and the graph declares cost_unit "us" and
+/// cost_model "measured:<source>" (a graph cost::measured reads); an unsupported variant
 /// is removed (it keeps at least one). Throws memplan::error naming the op
 /// when an op of `g` is missing from the table (costs in mixed units would
 /// mislead the planners) or a variant is unknown. Call before planning:
@@ -137,7 +139,7 @@ apply_report apply_profile(basic_graph<Size, Id>& g, const profile_table& t) {
         const auto it = by_name.find(op.name);
         if (it == by_name.end())
             throw error("cuda", "profile '" + t.source + "' has no measurement of op '" + op.name + "'");
-        op.cost = it->second->ms;
+        op.cost = it->second->ms * 1000.0;
         ++r.ops;
         for (const auto& v : it->second->variants) {
             auto found = std::find_if(op.variants.begin(), op.variants.end(), [&](const auto& x) { return x.name == v.name; });
@@ -150,11 +152,12 @@ apply_report apply_profile(basic_graph<Size, Id>& g, const profile_table& t) {
                 }
                 continue;
             }
-            found->cost = v.ms;
+            found->cost = v.ms * 1000.0;
             found->workspace = static_cast<Size>(v.workspace_bytes);
             ++r.variants;
         }
     }
+    g.set_costs_from("us", "measured:" + (t.source.empty() ? std::string("cuda") : t.source));
     return r;
 }
 
