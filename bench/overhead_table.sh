@@ -17,6 +17,7 @@
 # the roofline plan may not reach the measured-cost plan's arena: it then
 # runs at the smallest budget it reaches, and the row says how many bytes.
 # Usage: bench/overhead_table.sh [BUILD_DIR] [ROUNDS]   (default build/, 15 rounds)
+#        RENDER_ONLY=1 bench/overhead_table.sh [BUILD_DIR]: the table again from the last run's logs
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
@@ -33,7 +34,8 @@ failures=0
 for e in mlp cnn resnet unet transformer; do
   for b in 50% min; do
     log="$logs/${e}_${b%\%}.log"
-    if ! "$build/bin/train_$e" --cost measured --budget "$b" --compare --pairs "$rounds" --against roofline:v100 >"$log" 2>&1; then
+    if [ -n "${RENDER_ONLY:-}" ] && [ -f "$log" ]; then :  # RENDER_ONLY=1: the table from the logs of the last run
+    elif ! "$build/bin/train_$e" --cost measured --budget "$b" --compare --pairs "$rounds" --against roofline:v100 >"$log" 2>&1; then
       printf '| %s | %s | failed: see %s |\n' "$e" "$b" "$log"; failures=$((failures + 1)); continue
     fi
     awk -v e="$e" -v b="$b" '
@@ -44,13 +46,13 @@ for e in mlp cnn resnet unet transformer; do
                     match($0, /arena [0-9]+ bytes/); ra = substr($0, RSTART + 6, RLENGTH - 12) + 0
                     match($0, /spread [0-9.]+ points/); rs = substr($0, RSTART + 7, RLENGTH - 14) + 0
                     match($0, /predicted [-+0-9.]+ %/); rp = substr($0, RSTART + 10, RLENGTH - 12) + 0 }
-      /^loss / { for (i = 1; i < NF; ++i) if ($i == "arena_bytes") arena = $(i + 1) }
+      /^loss / { for (i = 1; i < NF; ++i) { if ($i == "arena_bytes") arena = $(i + 1) + 0; if ($i == "budget_bytes") budget = $(i + 1) + 0 } }
       END {
         d = m - p; if (d < 0) d = -d
         tol = 0.25 * (m < 0 ? -m : m); if (tol < 5) tol = 5
         noise = ms > rs ? ms : rs
         verdict = (m < rm - noise) ? "faster" : (m > rm + noise) ? "SLOWER" : "same within noise"
-        if (ra > arena) verdict = verdict ", and the roofline plan needs " ra " bytes"
+        if (ra > budget) verdict = "roofline plan misses the budget: its smallest arena is " ra " bytes; measured-cost plan " verdict
         printf "| %s | %s | %s | %+.1f %% | %+.1f %% (%.1f) | %s (%.1f points) | %+.1f %% (%+.1f %%) | %s (%+.1f points, noise %.1f) |\n",
                e, b, arena, p, m, ms, d <= tol ? "yes" : "NO", d, rm, rp, verdict, m - rm, noise
       }' "$log"

@@ -62,8 +62,10 @@ case "$mode" in
     echo "== memplan: ResNet-50 (batch 184) in a third of its store-all arena: what to keep, recompute, which variant"
     build/bin/memplan plan build/zoo/resnet50.json --budget 33% --time-limit 10
     echo
-    echo "== memplan: training a small CNN on the CPU with its smallest plan (one arena, variants and recomputation as planned)"
-    build/bin/train_cnn --steps 100 --budget min
+    echo "== memplan: training a small CNN on the CPU at half of its store-all arena, planned with costs measured on"
+    echo "   this machine (one arena, variants and recomputation as planned); overhead predicted and measured against"
+    echo "   store-all with each op's fastest variant, the two run interleaved"
+    build/bin/train_cnn --budget 50% --cost measured --compare --pairs 15
     ;;
   test)
     # Every public header must compile on its own (CMake's header-set check).
