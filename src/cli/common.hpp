@@ -113,6 +113,13 @@ inline std::optional<double> gap_option_value(const parsed_args& a) {
     return g;
 }
 
+/// The unit and model of a graph's costs, printed with every overhead: "us, roofline:v100".
+inline std::string cost_label(const memplan::graph& g) {
+    std::string s = g.cost_unit().empty() ? "no declared unit" : g.cost_unit();
+    if (!g.cost_model().empty()) s += ", " + g.cost_model();
+    return s;
+}
+
 inline std::string bytes_both(std::uint64_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; }
 
 inline double ratio(std::uint64_t a, std::uint64_t b) {

@@ -8,7 +8,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/io/cost_model.hpp>
 #include <memplan/io/graph_json.hpp>
-#include <memplan/remat/select.hpp>
+#include <memplan/remat/portfolio.hpp>
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/engine/recompute.hpp>
@@ -181,8 +181,8 @@ TEST_CASE("cuda.profile.recorded_graph_is_a_measured_cost_model") {
     }
     remat_options ro;
     ro.time_limit_seconds = 2;
-    ro.budget = plan_remat("store_all", g, ro).arena() / 10 * 9; // bn1.bwd alone needs ~75 %
-    const auto r = plan_remat("auto", g, ro);
+    ro.budget = store_all{}.plan(g, ro).arena() / 10 * 9; // bn1.bwd alone needs ~75 %
+    const auto r = auto_remat{}.plan(g, ro);
     INFO(r.message);
     REQUIRE(has_solution(r.status));
     CHECK(check_plan(g, r.plan).ok());

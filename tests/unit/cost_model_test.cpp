@@ -9,8 +9,7 @@
 #include <memplan/io/graph_json.hpp>
 #include <memplan/nn/network.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/remat/select.hpp>
-#include <memplan/zoo/zoo.hpp>
+#include <memplan/remat/portfolio.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -197,8 +196,8 @@ TEST_CASE("cost.swapping_the_model_changes_the_plan") {
     const auto dear_convs = priced(1000, 1), dear_pointwise = priced(1, 1000);
     remat_options ro;
     ro.time_limit_seconds = 5;
-    ro.budget = plan_remat("store_all", base, ro).arena() / 5 * 3;
-    const auto a = plan_remat("auto", dear_convs, ro), b = plan_remat("auto", dear_pointwise, ro);
+    ro.budget = store_all{}.plan(base, ro).arena() / 5 * 3;
+    const auto a = auto_remat{}.plan(dear_convs, ro), b = auto_remat{}.plan(dear_pointwise, ro);
     REQUIRE(has_solution(a.status));
     REQUIRE(has_solution(b.status));
     CHECK(check_plan(dear_convs, a.plan).ok());

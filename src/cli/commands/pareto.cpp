@@ -100,7 +100,8 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
                    memplan::cli::human_seconds(p.seconds)});
     }
     std::cout << "graph: " << g.name() << " (" << g.num_ops() << " ops), planner " << name << ", store-all arena "
-              << bytes_both(top) << "\n\n"
+              << bytes_both(top) << "; overheads against store-all with the fastest variants, costs in "
+              << cost_label(g) << "\n\n"
               << t.str();
     bool carried = false;
     for (const auto& p : curve) carried = carried || p.carried;

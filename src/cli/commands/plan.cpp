@@ -71,7 +71,7 @@ int run_plan_remat(const parsed_args& a) {
               << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
               << " vs store-all, fastest variants " << memplan::cli::fixed(r.fastest_cost, 1) << "; "
               << signed_percent(r.default_variant_overhead()) << " vs store-all, default variants "
-              << memplan::cli::fixed(r.base_cost, 1) << ")\n"
+              << memplan::cli::fixed(r.base_cost, 1) << "; costs in " << cost_label(g) << ")\n"
               << "steps:         " << r.plan.steps.size() << " (" << recomputed << " recomputed)\n"
               << "lower bound:   " << bytes_both(r.schedule_bound) << "\n"
               << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
