@@ -111,3 +111,37 @@ TEST_CASE("remat.recompute.updates_follow_every_reader_of_their_parameter") {
     CHECK(pos("f0") < pos("w.update"));
     CHECK(pos("w.update") == static_cast<std::ptrdiff_t>(order.size()) - 1);
 }
+
+TEST_CASE("remat.recompute.in_place_updates_move_past_recomputed_readers") {
+    // f reads the weight; its output is recomputed for a backward reader that
+    // comes after the weight's update (a tied weight whose gradient completes
+    // early). The update must follow that recomputation, or the recomputed f
+    // reads the new weight; everything else keeps its order.
+    graph g("update-then-read");
+    g.add_tensor("x", 64);
+    g.add_tensor("w", 64, true);
+    g.add_tensor("y", 64);
+    g.add_tensor("dy", 64);
+    g.add_tensor("dw", 64);
+    g.add_tensor("dz", 64);
+    const auto f = g.add_op("f", {"x", "w"}, {"y"});
+    const auto back = g.add_op("back", {"y"}, {"dy", "dw"}, 1.0, 0, phase::backward);
+    const auto upd = g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    const auto late = g.add_op("late", {"dy", "y"}, {"dz"}, 1.0, 0, phase::backward);
+    g.add_output(*g.find_tensor("dz"));
+    const auto none = graph::npos;
+    const schedule s{{f, none}, {back, none}, {upd, none}, {f, none}, {late, none}};
+    const auto moved = updates_after_their_readers(g, s);
+    REQUIRE(moved.size() == s.size());
+    const std::vector<graph::id_type> expected{f, back, f, upd, late};
+    for (std::size_t k = 0; k < moved.size(); ++k) CHECK(moved[k].op == expected[k]);
+    // Nothing to move: the same schedule back.
+    const schedule fine{{f, none}, {back, none}, {f, none}, {late, none}, {upd, none}};
+    const auto same = updates_after_their_readers(g, fine);
+    for (std::size_t k = 0; k < same.size(); ++k) CHECK(same[k].op == fine[k].op);
+    // place_within plans the moved order: valid, and the update last reads w.
+    const auto planned = place_within(g, s, 1u << 20, 1, deadline::passed());
+    REQUIRE(has_solution(planned.status));
+    CHECK(check_plan(g, planned.plan).ok());
+    CHECK(planned.plan.steps[3].op == upd);
+}

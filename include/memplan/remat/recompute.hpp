@@ -303,16 +303,68 @@ struct remat_planner {
     }
 };
 
+/// `s` with every in-place optimizer update (an update-phase op without
+/// outputs, formats.md) moved, when needed, to right after the last later
+/// step that reads one of its persistent inputs. Such an update overwrites
+/// the parameter (and its optimizer state) where it is, so a
+/// forward op recomputed after it — for a backward reader that comes later,
+/// as with a tied embedding whose gradient completes early — would read the
+/// new value (the executor refuses such a plan). These updates write
+/// nothing another op reads, so moving one later changes no other step; its
+/// gradient lives longer. Steps that need no move keep their order.
+template <class Graph>
+basic_schedule<typename Graph::id_type> updates_after_their_readers(const Graph& g,
+                                                                    const basic_schedule<typename Graph::id_type>& s) {
+    using id_type = typename Graph::id_type;
+    // Per persistent tensor: the last step that reads it, updates aside.
+    std::vector<std::size_t> last_read(g.num_tensors(), 0);
+    std::vector<char> read(g.num_tensors(), 0);
+    for (std::size_t k = 0; k < s.size(); ++k) {
+        const auto& op = g.op(s[k].op);
+        if (op.phase == phase::update && op.outputs.empty()) continue;
+        for (id_type t : g.reads_of(s[k].op, s[k].variant))
+            if (g.tensor(t).persistent) {
+                last_read[t] = k;
+                read[t] = 1;
+            }
+    }
+    std::vector<std::vector<std::size_t>> after(s.size());
+    std::vector<char> moved(s.size(), 0);
+    bool any = false;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+        const auto& op = g.op(s[k].op);
+        if (op.phase != phase::update || !op.outputs.empty()) continue;
+        std::size_t need = k;
+        for (id_type t : op.inputs)
+            if (g.tensor(t).persistent && read[t]) need = std::max(need, last_read[t]);
+        if (need > k) {
+            after[need].push_back(k);
+            moved[k] = 1;
+            any = true;
+        }
+    }
+    if (!any) return s;
+    basic_schedule<id_type> out;
+    out.reserve(s.size());
+    for (std::size_t k = 0; k < s.size(); ++k) {
+        if (!moved[k]) out.push_back(s[k]);
+        for (auto u : after[k]) out.push_back(s[u]);
+    }
+    return out;
+}
+
 /// Places the buffers of schedule `s`: the best heuristic, then, when that
 /// misses `budget` although the per-schedule bound fits, the exact search
 /// in decision mode until `exact_until` (`deadline::passed()`: no search).
 template <class Graph>
 basic_planned<typename Graph::size_type, typename Graph::id_type>
-place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::uint64_t budget,
+place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s_in, std::uint64_t budget,
              std::uint64_t alignment, memplan::deadline exact_until) {
     plan_options po;
     po.alignment = alignment;
     po.validate = false; // one of many candidates: the planner's entry checks the plan it returns
+    const auto ordered = updates_after_their_readers(g, s_in);
+    const auto& s = ordered;
     auto planned = make_plan(g, s, best_heuristic{}, po);
     if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.bound <= budget &&
         !exact_until.expired()) {
