@@ -9,6 +9,7 @@
 #include <memplan/engine/cuda/device.hpp>
 #include <memplan/engine/cuda/measure.hpp>
 #include <memplan/engine/executor.hpp>
+#include <memplan/engine/profile.hpp>
 #include <memplan/nn/layer.hpp>
 
 #include <algorithm>
@@ -25,29 +26,9 @@ namespace {
 
 using i64 = std::int64_t;
 
-/// The CUDA backend with every run timed on the host between two synchronisations.
-class timed_backend {
-public:
-    std::byte* allocate(std::uint64_t n) { return inner_.allocate(n); }
-    void deallocate(std::byte* p, std::uint64_t n) noexcept { inner_.deallocate(p, n); }
-    void upload(std::byte* d, const std::byte* h, std::uint64_t n) { inner_.upload(d, h, n); }
-    void download(std::byte* h, const std::byte* d, std::uint64_t n) { inner_.download(h, d, n); }
-    void poison(std::byte* p, std::uint64_t n) { inner_.poison(p, n); }
-    void synchronize() { inner_.synchronize(); }
-    void run(const kernel_call& c) {
-        inner_.synchronize();
-        const auto t0 = std::chrono::steady_clock::now();
-        inner_.run(c);
-        inner_.synchronize();
-        times_->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::vector<double>& times() { return *times_; }
-
-private:
-    backend inner_;
-    std::shared_ptr<std::vector<double>> times_ = std::make_shared<std::vector<double>>();
-};
-static_assert(BackendLike<timed_backend>);
+/// The CUDA backend with every run timed on the host between two
+/// synchronisations (engine/profile.hpp's wrapper; times in microseconds).
+using timed_backend = memplan::engine::detail::timed_backend<backend>;
 
 struct device_buffer {
     void* p = nullptr;
@@ -170,7 +151,8 @@ profile_table measure(const nn::network& net, const graph& g, const training_pro
         ex.step();
         if (r == 0) continue; // warm-up: cuDNN and cuBLAS pick kernels on first use
         const auto& t = ex.backend().times();
-        for (std::size_t i = 0; i < steps.size() && i < t.size(); ++i) per_op[steps[i].op].push_back(t[i]);
+        for (std::size_t i = 0; i < steps.size() && i < t.size(); ++i)
+            per_op[steps[i].op].push_back(t[i] / 1000.0); // the table is in ms
     }
     profile_table table;
     table.source = describe_device(0).name;

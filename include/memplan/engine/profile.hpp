@@ -79,7 +79,8 @@ namespace detail {
 template <BackendLike Backend>
 class timed_backend {
 public:
-    explicit timed_backend(Backend b = {}) : inner_(std::move(b)) {}
+    timed_backend() = default;
+    explicit timed_backend(Backend b) : inner_(std::move(b)) {}
     std::byte* allocate(std::uint64_t n) { return inner_.allocate(n); }
     void deallocate(std::byte* p, std::uint64_t n) noexcept { inner_.deallocate(p, n); }
     void upload(std::byte* d, const std::byte* h, std::uint64_t n) { inner_.upload(d, h, n); }
@@ -96,7 +97,7 @@ public:
     std::vector<double>& times() { return *times_; }
 
 private:
-    Backend inner_;
+    Backend inner_{};
     std::shared_ptr<std::vector<double>> times_ = std::make_shared<std::vector<double>>();
 };
 
