@@ -133,17 +133,7 @@ profile_table measure(const nn::network& net, const graph& g, const training_pro
     executor_options eo;
     eo.opt.kind = o.opt;
     auto ex = executor<timed_backend>::naive(net, g, prog, {}, eo);
-    std::vector<char> produced(g.num_tensors(), 0);
-    for (const auto& op : g.ops())
-        for (auto t : op.outputs) produced[t] = 1;
-    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
-        const auto& x = g.tensor(static_cast<graph::id_type>(t));
-        if (produced[t] || x.persistent) continue;
-        std::vector<std::byte> bytes(x.bytes, std::byte{0});
-        for (const auto& [name, data] : o.inputs)
-            if (name == x.name) bytes = data;
-        ex.set_input(x.name, bytes);
-    }
+    memplan::engine::detail::feed_inputs_or_zeros(ex, g, o.inputs);
     const auto& steps = ex.plan().steps;
     std::vector<std::vector<double>> per_op(g.num_ops());
     for (int r = 0; r < std::max(1, o.repeats) + 1; ++r) {

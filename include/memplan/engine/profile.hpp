@@ -101,6 +101,24 @@ private:
     std::shared_ptr<std::vector<double>> times_ = std::make_shared<std::vector<double>>();
 };
 
+/// Sets every graph input of `ex` (a tensor no op produces, not persistent)
+/// to its bytes in `inputs` (name, raw bytes), or zeros when it is not listed.
+template <class Executor>
+void feed_inputs_or_zeros(Executor& ex, const graph& g,
+                          const std::vector<std::pair<std::string, std::vector<std::byte>>>& inputs) {
+    std::vector<char> produced(g.num_tensors(), 0);
+    for (const auto& op : g.ops())
+        for (auto t : op.outputs) produced[t] = 1;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+        const auto& x = g.tensor(static_cast<graph::id_type>(t));
+        if (produced[t] || x.persistent) continue;
+        std::vector<std::byte> bytes(x.bytes, std::byte{0});
+        for (const auto& [name, data] : inputs)
+            if (name == x.name) bytes = data;
+        ex.set_input(x.name, bytes);
+    }
+}
+
 inline double quantile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -125,10 +143,6 @@ profile_result profile_graph(const nn::network& net, const graph& g, const train
     profile_result out;
     out.stats.passes = static_cast<int>(passes);
 
-    std::vector<char> produced(g.num_tensors(), 0);
-    for (const auto& op : g.ops())
-        for (auto t : op.outputs) produced[t] = 1;
-
     for (std::size_t k = 0; k < passes; ++k) {
         schedule s;
         for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
@@ -140,14 +154,7 @@ profile_result profile_graph(const nn::network& net, const graph& g, const train
         eo.poison = false;
         executor<detail::timed_backend<Backend>> ex(net, g, prog, std::move(made.plan),
                                                      detail::timed_backend<Backend>(backend), eo);
-        for (std::size_t t = 0; t < g.num_tensors(); ++t) {
-            const auto& x = g.tensor(static_cast<graph::id_type>(t));
-            if (produced[t] || x.persistent) continue;
-            std::vector<std::byte> bytes(x.bytes, std::byte{0});
-            for (const auto& [name, data] : o.inputs)
-                if (name == x.name) bytes = data;
-            ex.set_input(x.name, bytes);
-        }
+        detail::feed_inputs_or_zeros(ex, g, o.inputs);
         const auto& steps = ex.plan().steps;
         auto& per_op = samples[k];
         const auto t_pass = std::chrono::steady_clock::now();
