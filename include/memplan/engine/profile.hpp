@@ -6,10 +6,12 @@
 // times each `run` call on the host. One pass per variant index: pass k runs
 // every op that has variants with its k-th (the last when it has fewer), so
 // each (op, variant) is timed in the company of a whole training step, not in
-// a loop of its own that would keep its operands in cache. Each pass first
-// runs `warmup` untimed steps, then timed steps until the sum of the per-op
-// medians moves by less than `tolerance` between two consecutive steps (at
-// least `min_steps` and `min_seconds`, at most `max_steps` or `max_seconds`). The result is the
+// a loop of its own that would keep its operands in cache. The passes run
+// interleaved, one step of each in turn, each on its own arena (memory: the
+// sum of their store-all arenas). Each pass first runs `warmup` untimed
+// steps, then timed steps until the sum of the per-op medians moves by less
+// than `tolerance` between two consecutive steps (at least `min_steps` and
+// `min_seconds` of its own steps, at most `max_steps` or `max_seconds`). The result is the
 // graph with every cost replaced by the median in microseconds (cost_unit
 // "us", cost_model "measured:<source>"), ready for `cost::measured`.
 //
@@ -143,6 +145,20 @@ profile_result profile_graph(const nn::network& net, const graph& g, const train
     profile_result out;
     out.stats.passes = static_cast<int>(passes);
 
+    // One executor per pass, stepped in turn (pass 0, 1, ..., 0, 1, ...):
+    // a change of the machine's load while profiling then shifts every
+    // variant's times alike rather than those of one pass, and the choice
+    // between variants, which compares passes, stays fair.
+    using timed_executor = executor<detail::timed_backend<Backend>>;
+    struct pass_state {
+        std::unique_ptr<timed_executor> ex;
+        int rounds = 0;       ///< steps run, warm-up included
+        int timed = 0;        ///< timed steps
+        double seconds = 0;   ///< time in its timed steps
+        double last_sum = -1; ///< sum of the per-op medians after its last timed step
+        bool done = false;
+    };
+    std::vector<pass_state> state(passes);
     for (std::size_t k = 0; k < passes; ++k) {
         schedule s;
         for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
@@ -152,37 +168,44 @@ profile_result profile_graph(const nn::network& net, const graph& g, const train
         auto made = make_plan(g, s, best_heuristic{});
         executor_options eo = o.exec;
         eo.poison = false;
-        executor<detail::timed_backend<Backend>> ex(net, g, prog, std::move(made.plan),
-                                                     detail::timed_backend<Backend>(backend), eo);
-        detail::feed_inputs_or_zeros(ex, g, o.inputs);
-        const auto& steps = ex.plan().steps;
-        auto& per_op = samples[k];
-        const auto t_pass = std::chrono::steady_clock::now();
-        double last_sum = -1;
-        int timed = 0;
-        for (int r = 0;; ++r) {
+        state[k].ex = std::make_unique<timed_executor>(net, g, prog, std::move(made.plan),
+                                                       detail::timed_backend<Backend>(backend), eo);
+        detail::feed_inputs_or_zeros(*state[k].ex, g, o.inputs);
+    }
+    for (std::size_t left = passes; left > 0;) {
+        for (std::size_t k = 0; k < passes; ++k) {
+            auto& p = state[k];
+            if (p.done) continue;
+            auto& ex = *p.ex;
             ex.backend().times().clear();
+            const auto t0 = std::chrono::steady_clock::now();
             ex.step();
-            if (r < o.warmup) continue;
+            if (p.rounds++ < o.warmup) continue;
+            p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const auto& steps = ex.plan().steps;
             const auto& t = ex.backend().times();
             if (t.size() != steps.size())
                 throw error("engine", "profile: the backend ran " + std::to_string(t.size()) + " kernels for " +
                                           std::to_string(steps.size()) + " steps");
+            auto& per_op = samples[k];
             for (std::size_t i = 0; i < steps.size(); ++i) per_op[steps[i].op].push_back(t[i]);
-            ++timed;
+            ++p.timed;
             double sum = 0;
             for (const auto& v : per_op) sum += detail::quantile(v, 0.5);
-            const bool steady = last_sum > 0 && std::abs(sum - last_sum) <= o.tolerance * last_sum;
-            last_sum = sum;
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pass).count();
-            const bool enough = timed >= o.min_steps && secs >= o.min_seconds;
-            if (timed >= o.min_steps && ((enough && steady) || timed >= o.max_steps || secs >= o.max_seconds)) break;
+            const bool steady = p.last_sum > 0 && std::abs(sum - p.last_sum) <= o.tolerance * p.last_sum;
+            p.last_sum = sum;
+            const bool enough = p.timed >= o.min_steps && p.seconds >= o.min_seconds;
+            if (p.timed >= o.min_steps && ((enough && steady) || p.timed >= o.max_steps || p.seconds >= o.max_seconds)) {
+                p.done = true;
+                --left;
+                if (o.progress)
+                    o.progress("profile pass " + std::to_string(k + 1) + "/" + std::to_string(passes) + ": " +
+                               std::to_string(p.timed) + " timed steps, " + std::to_string(int(p.last_sum)) +
+                               " us per step");
+            }
         }
-        out.stats.steps.push_back(timed);
-        if (o.progress)
-            o.progress("profile pass " + std::to_string(k + 1) + "/" + std::to_string(passes) + ": " +
-                       std::to_string(timed) + " timed steps, " + std::to_string(int(last_sum)) + " us per step");
     }
+    for (const auto& p : state) out.stats.steps.push_back(p.timed);
 
     // Costs: an op without variants pools the samples of every pass (it ran
     // the same kernel in each); variant k takes pass k's.
