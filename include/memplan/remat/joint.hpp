@@ -284,7 +284,7 @@ private:
     struct move {
         enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use } kind = drop_tensor;
         id_type id = 0;          ///< tensor or op
-        id_type variant = 0;     ///< set_variant: the new variant
+        id_type variant = 0;     ///< set_variant: the new variant; drop_tensor: 1 when also per use
         id_type old_variant = 0; ///< set_variant: the variant before
         double score = 0;        ///< estimate: bytes saved per cost added
         id_type id2 = Graph::npos; ///< drop_tensor: a second tensor dropped with the first
@@ -295,6 +295,10 @@ private:
         case move::drop_tensor:
             c.keep[m.id] = 0;
             if (m.id2 != Graph::npos) c.keep[m.id2] = 0;
+            if (m.variant != 0) { // and made again for each later reader
+                if (c.per_use.empty()) c.per_use.assign(g_.num_tensors(), 0);
+                c.per_use[m.id] = 1;
+            }
             break;
         case move::keep_tensor: c.keep[m.id] = 1; break;
         case move::set_variant: c.variant[m.id] = m.variant; break;
@@ -309,6 +313,7 @@ private:
         case move::drop_tensor:
             c.keep[m.id] = 1;
             if (m.id2 != Graph::npos) c.keep[m.id2] = 1;
+            if (m.variant != 0) c.per_use[m.id] = 0;
             break;
         case move::keep_tensor: c.keep[m.id] = 0; break;
         case move::set_variant: c.variant[m.id] = m.old_variant; break;
@@ -337,7 +342,7 @@ private:
             const auto prod = ctx_.index().producer[t];
             if (!c.keep[t]) {
                 // Recomputed and living on to a later reader: recompute it per use instead.
-                if (b.first >= ctx_.boundary())
+                if (b.first >= ctx_.boundary() || ctx_.general())
                     moves.push_back({move::per_use, t, 1, 0,
                                      double(b.bytes) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
                 continue;
@@ -348,6 +353,11 @@ private:
             for (auto u : g_.reads_of(prod, c.variant[prod]))
                 if (ctx_.droppable(u) && !c.keep[u]) est += g_.cost_of(ctx_.index().producer[u], c.variant[ctx_.index().producer[u]]);
             moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est, 1e-12)});
+            // Without a backward part a dropped tensor is read again in the
+            // middle of the graph, where its one recomputed life would span
+            // the peak it was dropped for: drop it per use in one move.
+            if (ctx_.general())
+                moves.push_back({move::drop_tensor, t, 1, 0, double(b.bytes) / std::max(2 * est, 1e-12)});
             // When t was written over its producer's input in place, that
             // input must go too, or it stays alive to recompute t from.
             for (auto [x, y] : g_.op(prod).inplace)

@@ -4,20 +4,27 @@
 // second on the zoo; `joint` then gets the time left, shared with an
 // optional MILP member (`checkmate`, when a solver is given and the graph is
 // small enough for it), so that on small graphs `auto` is never worse than
-// the exact model.
+// the exact model. On a graph without a backward part the order is free:
+// `joint` shares its time with store_all and `joint` again on the ops
+// relisted in greedy_order's memory-aware order, so that ordering and
+// recomputation meet a budget together (the order alone may meet it: then
+// the plan recomputes nothing).
 #pragma once
 
 #include <memplan/remat/chain_dp.hpp>
 #include <memplan/remat/chen.hpp>
+#include <memplan/remat/detail/relist.hpp>
 #include <memplan/remat/joint.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/remat/store_all.hpp>
+#include <memplan/schedule/order/greedy_order.hpp>
 
 #include <chrono>
 #include <cstddef>
-#include <type_traits>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace memplan {
 
@@ -37,6 +44,8 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
     static constexpr double chen_greedy_share = 0.2;
     static constexpr double sqrt_n_share = 0.1;
     static constexpr double joint_share_with_extra = 0.5; ///< when the MILP member runs after it
+    static constexpr double order_share = 0.1;  ///< without a backward part: greedy_order
+    static constexpr double listed_share = 0.5; ///< then joint on the listed order; the relisted members the rest
 
     using remat_planner<basic_auto_remat<Extra>>::plan; ///< plan(graph, options)
 
@@ -84,11 +93,34 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
         offer(chain_dp{}.plan(ctx, sub(chain_share)));
         offer(chen_greedy{}.plan(ctx, sub(chen_greedy_share)));
         offer(sqrt_n{}.plan(ctx, sub(sqrt_n_share)));
+        std::vector<typename Graph::id_type> order; // empty: the listed order only
+        if (ctx.general()) {
+            greedy_order go;
+            go.deadline = until.share(order_share);
+            for (const auto& st : go.order(ctx.graph()).schedule) order.push_back(st.op);
+            if (order == ctx.base_order()) order.clear();
+        }
+        auto joint_members = [&](double share) {
+            if (order.empty()) {
+                offer(joint{}.plan(ctx, sub(share)));
+                return;
+            }
+            offer(joint{}.plan(ctx, sub(share * listed_share)));
+            const Graph h = detail::relisted(ctx.graph(), order);
+            const remat_context<Graph> hc(h);
+            auto back = [&](result_type r) {
+                detail::relist_back(r.plan.steps, order);
+                r.planner += " on greedy_order";
+                return r;
+            };
+            offer(back(store_all{}.plan(hc, sub(store_all_share))));
+            offer(back(joint{}.plan(hc, sub(share))));
+        };
         if constexpr (std::is_same_v<Extra, std::nullptr_t>) {
-            offer(joint{}.plan(ctx, sub(1.0)));
+            joint_members(1.0);
         } else {
             const bool small = ctx.graph().num_ops() <= extra_max_ops;
-            offer(joint{}.plan(ctx, sub(small ? joint_share_with_extra : 1.0)));
+            joint_members(small ? joint_share_with_extra : 1.0);
             if (small) offer(extra.plan(ctx, sub(1.0), std::chrono::steady_clock::now()));
         }
         if (!found) {

@@ -15,6 +15,14 @@
 // after the backward op it was recomputed for and runs again for the next
 // reader (the multi-level recomputation of Rotor and Checkmate, which trades
 // compute for a shorter life of large tensors).
+//
+// A graph with no backward part (inference, any forward-only DAG) uses the
+// general form of the same rule (Checkmate's space: any tensor recomputed
+// for any later reader): every forward tensor may be dropped. Dropped, it
+// dies after its first reader and runs again (after its own gone inputs)
+// before each later reader, as a backward reader's tensor does; kept, it
+// stays until its last read, a recomputation's included, so that kept
+// tensors are the checkpoints recomputations start from.
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -132,14 +140,24 @@ public:
         std::vector<std::size_t> pos(n, 0);
         for (std::size_t i = 0; i < n; ++i) pos[order_[i]] = i;
         forward_temp_.assign(g.num_tensors(), 0);
+        first_read_.assign(g.num_tensors(), n);
         for (std::size_t t = 0; t < g.num_tensors(); ++t) {
             const auto p = index_.producer[t];
             if (p == Graph::npos || g.op(p).phase != phase::forward || g.tensor(static_cast<id_type>(t)).persistent ||
                 is_output[t])
                 continue;
             forward_temp_[t] = 1;
-            for (auto c : index_.consumers[t])
-                if (pos[c] >= boundary_) droppable_[t] = 1;
+            for (auto c : index_.consumers[t]) first_read_[t] = std::min(first_read_[t], pos[c]);
+            if (general()) {
+                // No backward part: every forward temporary. Kept, it stays
+                // until its last read, recomputations' reads included (a
+                // checkpoint they start from); dropped, it dies after its
+                // first reader, and whatever reads it later makes it again.
+                droppable_[t] = 1;
+            } else {
+                for (auto c : index_.consumers[t])
+                    if (pos[c] >= boundary_) droppable_[t] = 1;
+            }
         }
         base_cost_ = schedule_cost(g, default_schedule(g));
         for (std::size_t o = 0; o < n; ++o) {
@@ -156,6 +174,10 @@ public:
     const std::vector<id_type>& base_order() const noexcept { return order_; }
     /// Position in base_order() of the first op after the forward part.
     std::size_t boundary() const noexcept { return boundary_; }
+    /// The graph has no backward part (inference, or any forward-only DAG):
+    /// a dropped tensor dies after its first reader and runs again for each
+    /// later one (see the file comment).
+    bool general() const noexcept { return boundary_ == order_.size(); }
     bool droppable(id_type t) const { return droppable_[t] != 0; }
     /// Cost of the store-all schedule: every op once, default variants.
     double base_cost() const noexcept { return base_cost_; }
@@ -221,13 +243,17 @@ public:
                         if (forward_temp_[t] && !(droppable_[t] && c.keep[t])) expire.push_back(t);
             }
         };
+        const bool any_dag = general();
         for (std::size_t i = 0; i < order_.size(); ++i) {
             if (i == boundary_)
                 for (std::size_t t = 0; t < g_.num_tensors(); ++t)
                     if (forward_temp_[t] && (!droppable_[t] || !c.keep[t])) avail[t] = 0;
             const auto o = order_[i];
-            if (i >= boundary_) ensure_reads(o);
+            if (i >= boundary_ || any_dag) ensure_reads(o);
             emit(o);
+            if (any_dag) // a dropped tensor's first life ends with its first reader
+                for (auto t : g_.reads_of(o, c.variant[o]))
+                    if (droppable_[t] && !c.keep[t] && first_read_[t] == i) avail[t] = 0;
             for (auto t : expire) avail[t] = 0;
             expire.clear();
         }
@@ -265,6 +291,7 @@ private:
     std::size_t boundary_ = 0;
     std::vector<char> droppable_;
     std::vector<char> forward_temp_; ///< made by a forward op, neither persistent nor a graph output
+    std::vector<std::size_t> first_read_; ///< per forward temporary: base position of its first reader
     double base_cost_ = 0;
     double fastest_cost_ = 0;
 };
