@@ -4,6 +4,7 @@
 #include <memplan/io/cost_model.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/plan/bounds.hpp>
+#include <memplan/zoo/random_layered.hpp>
 #include <memplan/zoo/zoo.hpp>
 #ifdef MEMPLAN_HAS_CPU_ENGINE
 #include <memplan/engine/cpu/device.hpp>
@@ -30,7 +31,8 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, {{"--list"}, false}, {{"--batch"}, true},
                                   {{"--image"}, true}, {{"--seq"}, true}, {{"--optimizer"}, true},
-                                  {{"--dtype"}, true}, {{"--device"}, true}, {{"--cost"}, true}});
+                                  {{"--dtype"}, true}, {{"--device"}, true}, {{"--cost"}, true},
+                                  {{"--nodes"}, true}, {{"--seed"}, true}});
     if (!a) return exit_ok;
     if (a->has("--list")) {
         a->expect_positional(0, 0, "no model with --list");
@@ -42,11 +44,32 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
                        d.seq ? "seq " + std::to_string(d.seq)
                              : std::to_string(d.height) + "x" + std::to_string(d.width)});
         }
+        t.add_row({"random_layered", "-", "--nodes N --seed S"});
         std::cout << t.str();
         return exit_ok;
     }
     a->expect_positional(1, 1, "NAME");
     const std::string name = a->positional[0];
+    if (name == "random_layered") { // a forward-only DAG (zoo/random_layered.hpp), no network behind it
+        for (auto opt : {"--batch", "--image", "--seq", "--optimizer", "--dtype", "--device", "--cost"})
+            if (a->has(opt))
+                throw memplan::error("cli", std::string("option ") + opt + " does not apply to random_layered");
+        const auto nodes = static_cast<std::size_t>(a->integer_or("--nodes", 100, 2));
+        const auto seed = static_cast<std::uint64_t>(a->integer_or("--seed", 1, 0));
+        const auto g = memplan::random_layered_dag(nodes, seed);
+        if (const auto out = a->value("--output")) memplan::write_graph_json(*out, g);
+        std::cout << "graph:                 " << g.name() << " (" << g.num_tensors() << " tensors, " << g.num_ops()
+                  << " ops, forward only)\n"
+                  << "LB, listed order:      "
+                  << bytes_both(memplan::schedule_lower_bound(g, memplan::default_schedule(g))) << "\n"
+                  << "LB, schedule-free:     " << bytes_both(memplan::schedule_free_lower_bound(g)) << "\n"
+                  << "costs:                 relative units (total "
+                  << memplan::schedule_cost(g, memplan::default_schedule(g)) << ")\n";
+        if (const auto out = a->value("--output")) std::cout << "wrote " << *out << "\n";
+        return exit_ok;
+    }
+    if (a->has("--nodes") || a->has("--seed"))
+        throw memplan::error("cli", "options --nodes and --seed are for random_layered only");
     memplan::zoo_default(name); // rejects unknown names with the list
     memplan::zoo_options o;
     o.batch = static_cast<std::size_t>(a->integer_or("--batch", 0, 1));
@@ -104,8 +127,10 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
 
 const command zoo_command{
     "zoo", "memplan zoo NAME [--batch N] [--image HxW] [--seq N] [--optimizer sgd|adam] [--dtype fp32|fp16|bf16]\n"
-       "           [--cost MODEL] [-o GRAPH.json]  |  memplan zoo --list",
-    "Builds the training graph of a zoo model (forward, loss, backward, optimizer update).",
+       "           [--cost MODEL] [-o GRAPH.json]  |  memplan zoo random_layered [--nodes N] [--seed S] [-o GRAPH.json]\n"
+       "           |  memplan zoo --list",
+    "Builds the training graph of a zoo model (forward, loss, backward, optimizer update), or a random layered\n"
+    "DAG without a backward part (Moccasin's benchmark family; docs/remat.md describes the generator).",
     "  --batch N            batch size (default: the model's; MONeT's settings for the CNNs)\n"
     "  --image HxW          input image size (CNNs)\n"
     "  --seq N              sequence length (transformers)\n"
@@ -117,6 +142,7 @@ const command zoo_command{
     "                       machine, measured now)\n"
     "  --device NAME        the same as --cost roofline:NAME\n"
     "  -o, --output FILE    write the graph (memplan.graph JSON)\n"
+    "  --nodes N, --seed S  random_layered: ops (default 100, at least 2) and seed (default 1)\n"
     "  --list               list the models and their defaults\n",
     run_zoo};
 
