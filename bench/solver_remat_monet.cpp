@@ -11,6 +11,8 @@
 //                                 [--sweep-time-limit S] [--points N] [--levels 5,10,15] [--no-sweep]
 // Prints markdown tables. Every plan is checked with check_plan; an invalid
 // one ends the program with exit 1.
+#include "args.hpp"
+
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>
@@ -22,7 +24,6 @@
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,14 +43,6 @@ constexpr monet_point monet_points[] = {
     {"unet", "U-Net (11, 416x608)", 2.86, 0.1151},     {"mobilenet_v2", "MobileNet-V2 (272)", 2.89, 0.0872},
     {"vgg16", "VGG-16 (176)", 2.56, 0.0911},
 };
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string x; std::getline(ss, x, ',');)
-        if (!x.empty()) out.push_back(x);
-    return out;
-}
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
@@ -89,11 +82,11 @@ int main(int argc, char** argv) {
             if (a == "--time-limit" && has_value) time_limit = std::stod(argv[++i]);
             else if (a == "--sweep-time-limit" && has_value) sweep_time_limit = std::stod(argv[++i]);
             else if (a == "--points" && has_value) points = std::stoul(argv[++i]);
-            else if (a == "--models" && has_value) models = split(argv[++i]);
-            else if (a == "--planners" && has_value) planners = split(argv[++i]);
+            else if (a == "--models" && has_value) models = memplan::bench::split_list(argv[++i]);
+            else if (a == "--planners" && has_value) planners = memplan::bench::split_list(argv[++i]);
             else if (a == "--levels" && has_value) {
                 levels.clear();
-                for (const auto& l : split(argv[++i])) levels.push_back(std::stod(l) / 100.0);
+                for (const auto& l : memplan::bench::split_list(argv[++i])) levels.push_back(std::stod(l) / 100.0);
             } else if (a == "--no-sweep") sweep = false;
             else throw std::invalid_argument(a);
         }

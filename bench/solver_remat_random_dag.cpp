@@ -9,6 +9,8 @@
 //
 // Usage: bench_solver_remat_random_dag [--nodes 100,250] [--fractions 80,90] [--seed S]
 //                                      [--planners auto,joint] [--time-limit S]
+#include "args.hpp"
+
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
@@ -19,19 +21,10 @@
 #include <memplan/zoo/random_layered.hpp>
 
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string x; std::getline(ss, x, ',');)
-        if (!x.empty()) out.push_back(x);
-    return out;
-}
 
 double mib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
@@ -56,11 +49,11 @@ int main(int argc, char** argv) {
             const bool has_value = i + 1 < argc;
             if (a == "--nodes" && has_value) {
                 nodes.clear();
-                for (const auto& n : split(argv[++i])) nodes.push_back(std::stoul(n));
+                for (const auto& n : memplan::bench::split_list(argv[++i])) nodes.push_back(std::stoul(n));
             } else if (a == "--fractions" && has_value) {
                 fractions.clear();
-                for (const auto& f : split(argv[++i])) fractions.push_back(std::stod(f) / 100.0);
-            } else if (a == "--planners" && has_value) planners = split(argv[++i]);
+                for (const auto& f : memplan::bench::split_list(argv[++i])) fractions.push_back(std::stod(f) / 100.0);
+            } else if (a == "--planners" && has_value) planners = memplan::bench::split_list(argv[++i]);
             else if (a == "--seed" && has_value) seed = std::stoull(argv[++i]);
             else if (a == "--time-limit" && has_value) time_limit = std::stod(argv[++i]);
             else throw std::invalid_argument(a);

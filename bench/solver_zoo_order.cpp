@@ -11,6 +11,8 @@
 // so "most" = 1 - that / baseline is the most reordering could ever save.
 // "+variants" and "most +var" are the same when every step may also pick
 // any variant of its op.
+#include "args.hpp"
+
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/alloc/exact.hpp>
@@ -24,19 +26,10 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string x; std::getline(ss, x, ',');)
-        if (!x.empty()) out.push_back(x);
-    return out;
-}
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
@@ -50,8 +43,8 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--time-limit" && i + 1 < argc) time_limit = std::stod(argv[++i]);
-        else if (a == "--batches" && i + 1 < argc) batches = split(argv[++i]);
-        else if (a == "--models" && i + 1 < argc) models = split(argv[++i]);
+        else if (a == "--batches" && i + 1 < argc) batches = memplan::bench::split_list(argv[++i]);
+        else if (a == "--models" && i + 1 < argc) models = memplan::bench::split_list(argv[++i]);
         else if (a == "--markdown") markdown = true;
         else {
             std::fprintf(stderr, "usage: %s [--time-limit S] [--batches 1,32,0] [--models a,b] [--markdown]\n", argv[0]);

@@ -3,7 +3,9 @@
 
 #include <memplan/core/error.hpp>
 #include <memplan/graph/graph.hpp>
+#include <memplan/schedule/schedule.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace memplan::testing {
@@ -39,6 +41,12 @@ std::string message_of(F&& f) {
         return e.what();
     }
     return "";
+}
+
+/// How many steps of `s` run the op called `op`.
+inline std::size_t runs_of(const graph& g, const schedule& s, const std::string& op) {
+    return static_cast<std::size_t>(
+        std::count_if(s.begin(), s.end(), [&](const auto& st) { return g.op(st.op).name == op; }));
 }
 
 } // namespace memplan::testing

@@ -6,6 +6,8 @@
 // hand-made graph whose budget only recomputation meets gets a plan from
 // joint and auto, with the overhead of exactly the recomputation; the
 // generator is deterministic.
+#include "../support/fixtures.hpp"
+
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
@@ -22,6 +24,7 @@
 #include <vector>
 
 using namespace memplan;
+using testing::runs_of;
 
 namespace {
 
@@ -64,10 +67,6 @@ graph interleaved_chains() {
     return g;
 }
 
-std::size_t runs_of(const graph& g, const schedule& s, const std::string& op) {
-    return static_cast<std::size_t>(
-        std::count_if(s.begin(), s.end(), [&](const auto& st) { return g.op(st.op).name == op; }));
-}
 
 } // namespace
 

@@ -3,6 +3,8 @@
 // backward reader and frees it after that reader, together with what was
 // recomputed only to make it; the base order puts every update after every
 // other reader of its parameter.
+#include "../support/fixtures.hpp"
+
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/bounds.hpp>
@@ -15,6 +17,7 @@
 #include <string>
 
 using namespace memplan;
+using testing::runs_of;
 
 namespace {
 
@@ -47,10 +50,6 @@ graph two_readers() {
     return g;
 }
 
-std::size_t runs_of(const graph& g, const basic_schedule<graph::id_type>& s, const std::string& op) {
-    return static_cast<std::size_t>(
-        std::count_if(s.begin(), s.end(), [&](const auto& st) { return g.op(st.op).name == op; }));
-}
 
 } // namespace
 
