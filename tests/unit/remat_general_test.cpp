@@ -86,6 +86,46 @@ TEST_CASE("remat.general.forward_only_graphs_use_the_general_space") {
     CHECK(schedule_lower_bound(g, s) < schedule_lower_bound(g, ctx.schedule_of(ctx.keep_all())));
 }
 
+TEST_CASE("remat.general.a_dropped_tensors_first_life_ends_where_the_choice_says") {
+    // a is read by make_b (position 1) and make_e (4).
+    const auto g = long_skip();
+    const remat_context<graph> ctx(g);
+    const auto a = *g.find_tensor("a");
+    CHECK(ctx.position(*g.find_op("make_b")) == 1);
+    CHECK(ctx.first_read(a) == 1);
+    const auto all_peak = schedule_lower_bound(g, ctx.schedule_of(ctx.keep_all()));
+    auto c = ctx.keep_all();
+    c.keep[a] = 0;
+    c.drop_after.assign(g.num_tensors(), remat_choice<graph>::none);
+    auto runs_and_peak = [&](std::size_t after) {
+        c.drop_after[a] = after;
+        const auto s = ctx.schedule_of(c);
+        CHECK(check_plan(g, make_plan(g, s, best_heuristic{}).plan).ok());
+        return std::pair{runs_of(g, s, "make_a"), schedule_lower_bound(g, s)};
+    };
+    // After its first reader (named, or by default): made again for make_e, not live across make_c.
+    for (std::size_t after : {std::size_t{1}, remat_choice<graph>::none}) {
+        const auto [runs, peak] = runs_and_peak(after);
+        CHECK(runs == 2);
+        CHECK(peak < all_peak);
+    }
+    {
+        // Where it is made: gone at once, made again for make_b and then living
+        // to its last read (the computation deferred, not shortened).
+        const auto [runs, peak] = runs_and_peak(0);
+        CHECK(runs == 2);
+        CHECK(peak == all_peak);
+    }
+    {
+        // A position where a is not read never ends its first life: as if kept.
+        const auto [runs, peak] = runs_and_peak(3);
+        CHECK(runs == 1);
+        CHECK(peak == all_peak);
+    }
+    c.drop_after.resize(2);
+    CHECK_THROWS_AS(ctx.schedule_of(c), memplan::error); // one entry per tensor or none
+}
+
 TEST_CASE("remat.general.a_budget_only_recomputation_meets_is_planned") {
     const auto g = long_skip();
     const remat_context<graph> ctx(g);

@@ -17,6 +17,13 @@
 // over the budget, lower the target by the difference and continue. Last, a
 // polishing pass re-keeps dropped tensors and restores fast variants where
 // the plan still fits, most expensive recomputation first.
+//
+// On a graph without a backward part the moves include cones: a tensor live
+// across the peak ends its first life with its last reader before it and is
+// made again later from a frontier of ancestors dropped the same way
+// (`cone_moves`), since dropping it alone would keep its producer's inputs
+// alive across the same peak. A round in which no trial helps marks those
+// moves useless and tries the next ones, a few rounds before giving up.
 #pragma once
 
 #include <memplan/remat/recompute.hpp>
@@ -29,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -146,13 +154,16 @@ public:
         // switches that free nothing would otherwise crowd out the rest.
         std::vector<std::uint64_t> useless;
         std::size_t iteration = 0;
-        bool retried = false;
+        std::size_t failures = 0;
+        constexpr std::size_t max_failures = 6;
         while (cur.peak > target) {
             if (out_of_time()) return false;
             if (++iteration % 64 == 0) useless.clear();
             auto moves = candidate_moves(c, cur);
             if (protect != Graph::npos)
                 std::erase_if(moves, [&](const move& m) {
+                    if (m.kind == move::drop_cone)
+                        return m.id == protect || std::find(m.cone.begin(), m.cone.end(), protect) != m.cone.end();
                     return (m.kind == move::drop_tensor || m.kind == move::per_use) &&
                            (m.id == protect || m.id2 == protect);
                 });
@@ -165,10 +176,10 @@ public:
                 moves = all;
             }
             // Half the trials for the best drops, half for the best switches.
-            std::stable_partition(moves.begin(), moves.end(), [](const move& m) { return m.kind == move::drop_tensor; });
+            std::stable_partition(moves.begin(), moves.end(), [](const move& m) { return m.is_drop(); });
             {
-                const auto drops = static_cast<std::size_t>(std::count_if(
-                    moves.begin(), moves.end(), [](const move& m) { return m.kind == move::drop_tensor; }));
+                const auto drops = static_cast<std::size_t>(
+                    std::count_if(moves.begin(), moves.end(), [](const move& m) { return m.is_drop(); }));
                 const std::size_t take_drops = std::min(drops, std::max(trials_ / 2, trials_ - (moves.size() - drops)));
                 const std::size_t take_switches = std::min(moves.size() - drops, trials_ - take_drops);
                 std::vector<move> picked(moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(take_drops));
@@ -181,11 +192,13 @@ public:
             std::size_t best = moves.size();
             double best_score = -1;
             evaluation best_eval;
+            std::vector<std::pair<long double, std::size_t>> tried; // (gain, trial)
             for (std::size_t k = 0; k < n; ++k) {
                 apply(c, moves[k]);
                 auto e = evaluate(c, target);
                 undo(c, moves[k]);
                 const long double gain = cur.excess - e.excess;
+                tried.push_back({gain, k});
                 if (gain <= 0) {
                     useless.push_back(key(moves[k]));
                     continue;
@@ -199,16 +212,58 @@ public:
                 }
             }
             if (best == moves.size()) {
-                if (retried) return false;
-                retried = true; // once more with every move allowed
-                useless.clear();
+                // No single move helps: two together may (a shared input
+                // kept for both recomputations, say).
+                if (auto pair = best_pair(c, cur, moves, tried, target)) {
+                    apply(c, moves[pair->first]);
+                    apply(c, moves[pair->second]);
+                    cur = evaluate(c, target);
+                    failures = 0;
+                    continue;
+                }
+                // The next round tries the moves not yet found useless.
+                if (++failures > max_failures) return false;
                 continue;
             }
-            retried = false;
+            failures = 0;
             apply(c, moves[best]);
             cur = std::move(best_eval);
         }
         return true;
+    }
+
+    /// The pair of trials, among the `pair_width` that did best alone, whose
+    /// two moves together lower the excess most per unit of added cost.
+    template <class Move>
+    std::optional<std::pair<std::size_t, std::size_t>>
+    best_pair(choice_type& c, const evaluation& cur, const std::vector<Move>& moves,
+              std::vector<std::pair<long double, std::size_t>> tried, size_type target) const {
+        constexpr std::size_t pair_width = 8;
+        std::stable_sort(tried.begin(), tried.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+        if (tried.size() > pair_width) tried.resize(pair_width);
+        std::optional<std::pair<std::size_t, std::size_t>> best;
+        double best_score = -1;
+        for (std::size_t i = 0; i < tried.size(); ++i)
+            for (std::size_t j = i + 1; j < tried.size(); ++j) {
+                if (out_of_time()) return best;
+                const auto& a = moves[tried[i].second];
+                const auto& b = moves[tried[j].second];
+                if (a.kind == b.kind && a.id == b.id) continue;
+                apply(c, a);
+                apply(c, b);
+                const auto e = evaluate(c, target);
+                undo(c, b);
+                undo(c, a);
+                const long double gain = cur.excess - e.excess;
+                if (gain <= 0) continue;
+                const double added = std::max(e.cost - cur.cost, 1e-9 * std::max(1.0, cur.cost));
+                const double score = static_cast<double>(gain) / std::pow(added, exponent_);
+                if (score > best_score) {
+                    best_score = score;
+                    best = std::pair{tried[i].second, tried[j].second};
+                }
+            }
+        return best;
     }
 
     /// Re-keeps dropped tensors and restores faster variants while the peak
@@ -282,19 +337,50 @@ private:
     }
 
     struct move {
-        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use } kind = drop_tensor;
+        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use, drop_cone } kind = drop_tensor;
         id_type id = 0;          ///< tensor or op
         id_type variant = 0;     ///< set_variant: the new variant; drop_tensor: 1 when also per use
         id_type old_variant = 0; ///< set_variant: the variant before
         double score = 0;        ///< estimate: bytes saved per cost added
-        id_type id2 = Graph::npos; ///< drop_tensor: a second tensor dropped with the first
+        id_type id2 = Graph::npos; ///< drop_tensor: a second tensor dropped with the first; drop_cone: the base position
+        /// drop_cone: kept ancestors of `id` dropped with it; each (and `id`)
+        /// ends its first life with its last reader before base position `id2`.
+        std::vector<id_type> cone{};
+
+        bool is_drop() const noexcept { return kind == drop_tensor || kind == drop_cone; }
     };
+
+    /// The last reader of `t` before base position `before`, or none.
+    std::size_t last_reader_before(id_type t, std::size_t before) const {
+        std::size_t last = choice_type::none;
+        for (auto r : ctx_.index().consumers[t]) {
+            const auto at = ctx_.position(r);
+            if (at < before && (last == choice_type::none || at > last)) last = at;
+        }
+        return last;
+    }
 
     void apply(choice_type& c, const move& m) const {
         switch (m.kind) {
+        case move::drop_cone: {
+            if (c.drop_after.empty()) c.drop_after.assign(g_.num_tensors(), choice_type::none);
+            auto drop = [&](id_type t) {
+                c.keep[t] = 0;
+                const auto last = last_reader_before(t, m.id2);
+                // No reader before: its first life ends where it is made.
+                c.drop_after[t] = last != choice_type::none ? last : ctx_.position(ctx_.index().producer[t]);
+            };
+            drop(m.id);
+            for (auto t : m.cone) drop(t);
+            break;
+        }
         case move::drop_tensor:
             c.keep[m.id] = 0;
-            if (m.id2 != Graph::npos) c.keep[m.id2] = 0;
+            if (!c.drop_after.empty()) c.drop_after[m.id] = choice_type::none;
+            if (m.id2 != Graph::npos) {
+                c.keep[m.id2] = 0;
+                if (!c.drop_after.empty()) c.drop_after[m.id2] = choice_type::none;
+            }
             if (m.variant != 0) { // and made again for each later reader
                 if (c.per_use.empty()) c.per_use.assign(g_.num_tensors(), 0);
                 c.per_use[m.id] = 1;
@@ -310,6 +396,14 @@ private:
     }
     void undo(choice_type& c, const move& m) const {
         switch (m.kind) {
+        case move::drop_cone:
+            c.keep[m.id] = 1;
+            c.drop_after[m.id] = choice_type::none;
+            for (auto t : m.cone) {
+                c.keep[t] = 1;
+                c.drop_after[t] = choice_type::none;
+            }
+            break;
         case move::drop_tensor:
             c.keep[m.id] = 1;
             if (m.id2 != Graph::npos) c.keep[m.id2] = 1;
@@ -393,6 +487,7 @@ private:
                 }
             }
         }
+        if (ctx_.general()) cone_moves(c, cur, live, moves);
         // Less scratch at the peak op.
         if (s[p].has_variant()) {
             const auto o = s[p].op;
@@ -406,6 +501,105 @@ private:
         }
         std::stable_sort(moves.begin(), moves.end(), [](const move& a, const move& b) { return a.score > b.score; });
         return moves;
+    }
+
+    /// Without a backward part, a tensor live across the peak and read
+    /// after it can end its first life with its last reader before the peak
+    /// and be made again from a frontier of ancestors, themselves dropped
+    /// the same way: the frontier's tensors are then the ones kept across the
+    /// peak. Starting from the producer's inputs, the frontier grows by
+    /// replacing the ancestor whose own inputs add the fewest bytes at the
+    /// peak (those already live there add none); each new least frontier is
+    /// offered as a move (Checkmate's space, searched one cone at a time).
+    template <class Liveness>
+    void cone_moves(const choice_type& c, const evaluation& cur, const Liveness& live, std::vector<move>& moves) const {
+        const std::size_t p = cur.peak_step;
+        const auto& s = cur.schedule;
+        const auto& order = ctx_.base_order();
+        std::size_t pb = 0; // base ops run by step p
+        for (std::size_t j = 0; j <= p && j < s.size(); ++j)
+            if (pb < order.size() && s[j].op == order[pb]) ++pb;
+        std::vector<char> at_peak(g_.num_tensors(), 0);
+        for (const auto& b : live.buffers)
+            if (!b.is_workspace() && b.first <= p && b.last >= p) at_peak[b.tensor] = 1;
+        const auto& reads_p = g_.reads_of(s[p].op, s[p].variant);
+        std::vector<char> in_set(g_.num_tensors(), 0);
+        std::vector<id_type> touched;
+        constexpr std::size_t max_growth = 24, max_offers = 3;
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t) {
+            const auto x = static_cast<id_type>(t);
+            if (!at_peak[x] || !ctx_.droppable(x) || !c.keep[x]) continue;
+            if (std::find(reads_p.begin(), reads_p.end(), x) != reads_p.end()) continue;
+            const auto prod = ctx_.index().producer[x];
+            if (prod == s[p].op) continue;
+            bool read_after = false;
+            for (auto r : ctx_.index().consumers[x]) read_after = read_after || ctx_.position(r) >= pb;
+            if (!read_after) continue;
+            // in_set: 1 = in the cone (dropped), 2 = on the frontier.
+            for (auto u : touched) in_set[u] = 0;
+            touched.clear();
+            auto mark = [&](id_type u, char v) {
+                if (!in_set[u]) touched.push_back(u);
+                in_set[u] = v;
+            };
+            mark(x, 1);
+            // A frontier tensor adds its bytes at the peak unless it is live there already.
+            auto extra_of = [&](id_type u) -> double { return at_peak[u] ? 0.0 : double(g_.tensor(u).bytes); };
+            auto expandable = [&](id_type u) {
+                return ctx_.droppable(u) && !at_peak[u] && ctx_.index().producer[u] != Graph::npos;
+            };
+            std::vector<id_type> frontier, cone;
+            double extra = 0, cost = g_.cost_of(prod, c.variant[prod]);
+            auto add_inputs = [&](id_type op) {
+                for (auto u : g_.reads_of(op, c.variant[op])) {
+                    if (in_set[u] || g_.tensor(u).persistent) continue;
+                    // Already dropped and gone: its producer runs again anyway.
+                    mark(u, 2);
+                    frontier.push_back(u);
+                    extra += extra_of(u);
+                }
+            };
+            add_inputs(prod);
+            double best_extra = extra;
+            std::size_t offers = 0;
+            auto offer = [&] {
+                move m{move::drop_cone, x, static_cast<id_type>(cone.size()), 0, 0, static_cast<id_type>(pb), cone};
+                m.score = (double(g_.tensor(x).bytes) - extra) / std::max(cost, 1e-12);
+                moves.push_back(std::move(m));
+                ++offers;
+            };
+            offer();
+            for (std::size_t step = 0; step < max_growth && offers < max_offers; ++step) {
+                // The frontier tensor whose replacement by its producer's inputs adds the least.
+                std::size_t pick = frontier.size();
+                double pick_extra = 0;
+                for (std::size_t i = 0; i < frontier.size(); ++i) {
+                    const auto u = frontier[i];
+                    if (!expandable(u)) continue;
+                    const auto pu = ctx_.index().producer[u];
+                    double e = extra - extra_of(u);
+                    for (auto w : g_.reads_of(pu, c.variant[pu]))
+                        if (!in_set[w] && !g_.tensor(w).persistent) e += extra_of(w);
+                    if (pick == frontier.size() || e < pick_extra) {
+                        pick = i;
+                        pick_extra = e;
+                    }
+                }
+                if (pick == frontier.size()) break;
+                const auto u = frontier[pick];
+                frontier.erase(frontier.begin() + static_cast<std::ptrdiff_t>(pick));
+                extra -= extra_of(u);
+                in_set[u] = 1;
+                if (c.keep[u]) cone.push_back(u);
+                const auto pu = ctx_.index().producer[u];
+                cost += g_.cost_of(pu, c.variant[pu]);
+                add_inputs(pu);
+                if (extra < best_extra) {
+                    best_extra = extra;
+                    offer();
+                }
+            }
+        }
     }
 
     const remat_context<Graph>& ctx_;

@@ -19,10 +19,12 @@
 // A graph with no backward part (inference, any forward-only DAG) uses the
 // general form of the same rule (Checkmate's space: any tensor recomputed
 // for any later reader): every forward tensor may be dropped. Dropped, it
-// dies after its first reader and runs again (after its own gone inputs)
-// before each later reader, as a backward reader's tensor does; kept, it
-// stays until its last read, a recomputation's included, so that kept
-// tensors are the checkpoints recomputations start from.
+// dies after its first reader (or after the reader the choice names in
+// `drop_after`: its first life may serve the readers before a peak) and
+// runs again (after its own gone inputs) before each later reader, as a
+// backward reader's tensor does; kept, it stays until its last read, a
+// recomputation's included, so that kept tensors are the checkpoints
+// recomputations start from.
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -54,8 +56,16 @@ struct remat_choice {
     /// Per tensor, or empty for none: a dropped tensor recomputed for each
     /// backward op that reads it and freed right after that op.
     std::vector<char> per_use;
+    /// Per tensor, or empty for none (graphs without a backward part): the
+    /// position in the base order after which a dropped tensor's first life
+    /// ends (its producer's: right where it is made; a reader's: after that
+    /// reader); `none`, or a position before its producer's: right after its
+    /// first reader.
+    std::vector<std::size_t> drop_after;
+    static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
     bool is_per_use(std::size_t t) const { return t < per_use.size() && per_use[t] && !keep[t]; }
+    std::size_t drop_after_of(std::size_t t) const { return t < drop_after.size() ? drop_after[t] : none; }
 };
 
 /// The graph facts every rematerialization planner needs, computed once.
@@ -137,7 +147,8 @@ public:
         droppable_.assign(g.num_tensors(), 0);
         std::vector<char> is_output(g.num_tensors(), 0);
         for (auto t : g.outputs()) is_output[t] = 1;
-        std::vector<std::size_t> pos(n, 0);
+        pos_.assign(n, 0);
+        auto& pos = pos_;
         for (std::size_t i = 0; i < n; ++i) pos[order_[i]] = i;
         forward_temp_.assign(g.num_tensors(), 0);
         first_read_.assign(g.num_tensors(), n);
@@ -251,9 +262,12 @@ public:
             const auto o = order_[i];
             if (i >= boundary_ || any_dag) ensure_reads(o);
             emit(o);
-            if (any_dag) // a dropped tensor's first life ends with its first reader
+            if (any_dag) { // a dropped tensor's first life ends with its first reader, or where named
                 for (auto t : g_.reads_of(o, c.variant[o]))
-                    if (droppable_[t] && !c.keep[t] && first_read_[t] == i) avail[t] = 0;
+                    if (droppable_[t] && !c.keep[t] && first_life_end(c, t) == i) avail[t] = 0;
+                for (auto t : g_.op(o).outputs)
+                    if (droppable_[t] && !c.keep[t] && first_life_end(c, t) == i) avail[t] = 0;
+            }
             for (auto t : expire) avail[t] = 0;
             expire.clear();
         }
@@ -267,10 +281,27 @@ public:
         return {bytes, op == Graph::npos ? std::string() : g_.op(op).name};
     }
 
+    /// Position in base_order() of each op.
+    std::size_t position(id_type o) const { return pos_[o]; }
+    /// Position in base_order() of a forward temporary's first reader
+    /// (base_order().size() when nothing reads it).
+    std::size_t first_read(id_type t) const { return first_read_[t]; }
+
 private:
+    /// Where a dropped tensor's first life ends (general graphs): at the
+    /// base position named (its producer's: made and gone, for readers that
+    /// all come later), else after its first reader.
+    std::size_t first_life_end(const remat_choice<Graph>& c, id_type t) const {
+        const auto named = c.drop_after_of(t);
+        return named != remat_choice<Graph>::none && named >= pos_[index_.producer[t]] && named < order_.size()
+                   ? named
+                   : first_read_[t];
+    }
+
     void check_choice(const remat_choice<Graph>& c) const {
         if (c.keep.size() != g_.num_tensors() || c.variant.size() != g_.num_ops() ||
-            (!c.per_use.empty() && c.per_use.size() != g_.num_tensors()))
+            (!c.per_use.empty() && c.per_use.size() != g_.num_tensors()) ||
+            (!c.drop_after.empty() && c.drop_after.size() != g_.num_tensors()))
             throw error("remat", "a choice for graph '" + g_.name() + "' must have one keep flag per tensor, "
                                  "one variant per op and no or one per-use flag per tensor");
         for (std::size_t t = 0; t < g_.num_tensors(); ++t)
@@ -292,6 +323,7 @@ private:
     std::vector<char> droppable_;
     std::vector<char> forward_temp_; ///< made by a forward op, neither persistent nor a graph output
     std::vector<std::size_t> first_read_; ///< per forward temporary: base position of its first reader
+    std::vector<std::size_t> pos_;        ///< per op: its position in order_
     double base_cost_ = 0;
     double fastest_cost_ = 0;
 };
