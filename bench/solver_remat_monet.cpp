@@ -2,8 +2,9 @@
 // ICLR 2021): for each of its five models at its batch size, the
 // store-all arena, the budget = store-all / MONeT's memory factor, and for
 // every planner select.hpp offers (plus Checkmate on GLPK once
-// `plan_remat_with` exists): status, arena, overhead, time, and whether it
-// beats MONeT (fits the budget at a lower overhead than MONeT's).
+// `plan_remat_with` exists): status, arena, overhead, time, whether it
+// beats MONeT (fits the budget at a lower overhead than MONeT's), and the
+// proven bound on the overhead of any plan of the space with the gap.
 // A second table compares memory at equal overhead (5/10/15 %) from Pareto
 // sweeps of joint, checkmate, sqrt_n and chen_greedy, whichever exist.
 //
@@ -12,6 +13,7 @@
 // Prints markdown tables. Every plan is checked with check_plan; an invalid
 // one ends the program with exit 1.
 #include "args.hpp"
+#include "bound.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/pareto.hpp>
@@ -115,11 +117,13 @@ int main(int argc, char** argv) {
                 "op's fastest variant) - 1, as MONeT measures it; time limit %.0f s per plan.\n\"beats\" = fits the "
                 "budget at an overhead below MONeT's. \"bound\" = the schedule-free lower bound (no schedule fits "
                 "less). \"vs default variants\" = cost / (cost of store-all with the default variants) - 1 (negative "
-                "when the defaults are not the fastest: implicit-GEMM convolutions).\n\n",
-                time_limit);
+                "when the defaults are not the fastest: implicit-GEMM convolutions). \"proven\" = no plan of the "
+                "space (MONeT's stages, any variants) within the budget has a lower overhead (remat/bound.hpp, "
+                "computed after the plan, at most %.0f s); gap = overhead - proven.\n\n",
+                time_limit, time_limit);
     std::printf("| model | store-all | factor | budget | bound | planner | status | arena | memory factor | overhead | "
-                "vs default variants | MONeT | time s | beats MONeT |\n");
-    std::printf("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+                "vs default variants | MONeT | time s | beats MONeT | proven | gap | bound s |\n");
+    std::printf("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
     std::fflush(stdout);
 
     struct model_data {
@@ -148,8 +152,11 @@ int main(int argc, char** argv) {
             o.budget = budget;
             o.time_limit_seconds = time_limit;
             const auto t0 = std::chrono::steady_clock::now();
-            const auto r = run_planner(name, g, o);
+            auto r = run_planner(name, g, o);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const auto b0 = std::chrono::steady_clock::now();
+            memplan::bench::attach_bound(g, r, time_limit);
+            const double bound_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
             const bool has = memplan::has_solution(r.status);
             if (has && !memplan::check_plan(g, r.plan).ok()) {
                 std::printf("| %s | %s | INVALID PLAN |\n", mp->label.data(), name.c_str());
@@ -162,7 +169,10 @@ int main(int argc, char** argv) {
             else if (r.overhead() < mp->max_overhead) verdict = "**yes**";
             else verdict = "no: overhead";
             const std::string who = r.planner.empty() || r.planner == name ? name : name + " (" + r.planner + ")";
-            std::printf("| %s | %.2f GiB | %.2f | %.2f GiB | %.2f GiB | %s | %s | %s | %s | %s | %s | %.2f %% | %.1f | %s |\n",
+            const std::string proven = r.status == memplan::status::infeasible ? "proof" : memplan::bench::bound_cell(r);
+            const std::string gap = fits && r.bound_proven ? fmt("%.2f", 100 * r.gap()) : "-";
+            std::printf("| %s | %.2f GiB | %.2f | %.2f GiB | %.2f GiB | %s | %s | %s | %s | %s | %s | %.2f %% | %.1f | %s "
+                        "| %s | %s | %.1f |\n",
                         mp->label.data(), gib(store_all), mp->factor, gib(budget), gib(bound), who.c_str(),
                         std::string(memplan::to_string(r.status)).c_str(),
                         has ? fmt("%.2f GiB", gib(r.arena())).c_str() : "-",
@@ -170,7 +180,7 @@ int main(int argc, char** argv) {
                             : "-",
                         has ? fmt("%+.2f %%", 100 * r.overhead()).c_str() : "-",
                         has ? fmt("%+.2f %%", 100 * r.default_variant_overhead()).c_str() : "-", 100 * mp->max_overhead, secs,
-                        verdict.c_str());
+                        verdict.c_str(), proven.c_str(), gap.c_str(), bound_secs);
             std::fflush(stdout);
         }
         data.push_back({mp, std::move(g), store_all});

@@ -4,12 +4,15 @@
 // order, as Moccasin (ICML 2023) measures. For each: the order planner
 // alone (greedy order, no recomputation, best heuristic placement), and each
 // rematerialization planner asked for (checkmate on GLPK): status, arena,
-// overhead (cost / cost of the graph run once - 1) and time. Every plan found
-// is checked with check_plan; an invalid one ends the program with exit 1.
+// overhead (cost / cost of the graph run once - 1) and time, and the proven
+// bound on the overhead of any plan of the same space (remat/bound.hpp; its
+// own time, after the planner's) with the gap. Every plan found is checked
+// with check_plan; an invalid one ends the program with exit 1.
 //
 // Usage: bench_solver_remat_random_dag [--nodes 100,250] [--fractions 80,90] [--seed S]
 //                                      [--planners auto,joint] [--time-limit S]
 #include "args.hpp"
+#include "bound.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
@@ -20,6 +23,7 @@
 #include <memplan/solver/glpk.hpp>
 #include <memplan/zoo/random_layered.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -73,11 +77,13 @@ int main(int argc, char** argv) {
     std::printf("## Rematerialization on random layered DAGs\n\n"
                 "zoo/random_layered.hpp, seed %llu + nodes; budget = fraction x the peak of the listed order (live "
                 "bytes, no recomputation); overhead = cost / cost of every op once - 1; time limit %.0f s per "
-                "planner. \"order only\": greedy order, no recomputation, best heuristic placement.\n\n",
-                static_cast<unsigned long long>(seed), time_limit);
+                "planner. \"order only\": greedy order, no recomputation, best heuristic placement. \"bound\": no plan of "
+                "the space (the plan's order of first runs, any recomputation) has a lower overhead (remat/bound.hpp, "
+                "at most %.0f s); \"proof\": no plan of the space fits.\n\n",
+                static_cast<unsigned long long>(seed), time_limit, time_limit);
     std::printf("| nodes | listed peak MiB | fraction | budget MiB | order only: arena MiB | fits | planner | status | "
-                "arena MiB | overhead | time s |\n");
-    std::printf("|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|\n");
+                "arena MiB | overhead | time s | bound | gap | bound s |\n");
+    std::printf("|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n");
     std::fflush(stdout);
     bool all_valid = true;
     for (const auto n : nodes) {
@@ -96,13 +102,19 @@ int main(int argc, char** argv) {
                 auto r = memplan::plan_remat(name, g, o, memplan::glpk_solver::name);
                 const bool found = memplan::has_solution(r.status) && r.arena() <= budget;
                 if (found) all_valid = valid(g, r.plan, name) && all_valid;
-                std::printf("| %zu | %.2f | %.0f %% | %.2f | %.2f | %s | %s | %s | %s | %s | %.1f |\n", n, mib(peak),
+                const auto b0 = std::chrono::steady_clock::now();
+                memplan::bench::attach_bound(g, r, time_limit);
+                const double bound_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+                const std::string bound = r.status == memplan::status::infeasible ? "proof" : memplan::bench::bound_cell(r);
+                const std::string gap = found && r.bound_proven ? std::to_string(100 * r.gap()).substr(0, 5) + " %" : "-";
+                std::printf("| %zu | %.2f | %.0f %% | %.2f | %.2f | %s | %s | %s | %s | %s | %.1f | %s | %s | %.1f |\n", n, mib(peak),
                             100 * f, mib(budget), mib(placed.plan.arena_bytes),
                             placed.plan.arena_bytes <= budget ? "yes" : "no",
                             (r.planner == name ? name : name + " (" + r.planner + ")").c_str(),
                             std::string(memplan::to_string(r.status)).c_str(),
                             found ? std::to_string(mib(r.arena())).substr(0, 6).c_str() : "-",
-                            found ? (std::to_string(100 * r.overhead()).substr(0, 5) + " %").c_str() : "-", r.seconds);
+                            found ? (std::to_string(100 * r.overhead()).substr(0, 5) + " %").c_str() : "-", r.seconds,
+                            bound.c_str(), gap.c_str(), bound_s);
                 std::fflush(stdout);
             }
         }

@@ -28,6 +28,7 @@
 #include <memplan/schedule/schedule.hpp>
 
 // Rematerialization under a budget (the Checkmate MILP takes any SolverLike)
+#include <memplan/remat/bound.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>
 

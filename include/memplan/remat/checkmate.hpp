@@ -10,7 +10,8 @@
 // 0.6-6 s, so the interior point is the default (`lp_method`). Every
 // schedule is placed (`place_within`) and the budget is met by the ARENA;
 // when fragmentation pushes it over, the MILP budget shrinks by the excess.
-// Default variants only (the `joint` planner chooses variants).
+// Default variants only (the `joint` planner chooses variants). On a graph
+// without a backward part the stages are Checkmate's own, one per op.
 #pragma once
 
 #include <memplan/remat/detail/checkmate_model.hpp>

@@ -16,6 +16,7 @@
 #include <memplan/core/status.hpp>
 #include <memplan/plan/make_plan.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,12 @@ struct basic_remat_result {
     double base_cost = 0;            ///< store-all with every op's default variant (`default_variant_overhead`)
     Size budget = std::numeric_limits<Size>::max();
     std::string planner; ///< which planner produced the plan (a portfolio names its member)
+    /// A proven lower bound on `cost` for every plan of the same schedule
+    /// space within `budget` (remat/bound.hpp), when `bound_proven`; else
+    /// `fastest_cost`, the trivial one. `bound_note` says how it was found.
+    double cost_bound = 0;
+    bool bound_proven = false;
+    std::string bound_note;
 
     /// The compute overhead: cost / (cost of store-all with every op's
     /// fastest variant) - 1, what a framework runs without
@@ -88,6 +95,14 @@ struct basic_remat_result {
     /// convolution algorithm), so it is never the headline figure.
     double default_variant_overhead() const noexcept { return base_cost > 0 ? cost / base_cost - 1.0 : 0.0; }
     Size arena() const noexcept { return size; } ///< `size`, by its name in this field
+    /// `cost_bound` as an overhead: no plan of the space within the budget
+    /// has a smaller one (0 when no bound was proven).
+    double overhead_bound() const noexcept {
+        return bound_proven && fastest_cost > 0 ? std::max(0.0, cost_bound / fastest_cost - 1.0) : 0.0;
+    }
+    /// overhead() - overhead_bound(): how far the plan may be from the best
+    /// of its space, in overhead (a fraction; 0 when the bound is met).
+    double gap() const noexcept { return std::max(0.0, overhead() - overhead_bound()); }
 };
 
 using remat_result = basic_remat_result<>;

@@ -8,6 +8,20 @@
 // Memory follows liveness exactly for tight S (in-place sharing aside, which
 // the model ignores, so it only overestimates), which is what lets tests
 // compare the MILP with enumeration of schedules.
+//
+// On a graph without a backward part (remat_context::general()) the stages
+// are Checkmate's own: stage t runs the t-th listed op for the first time,
+// preceded by any earlier op it recomputes, so any tensor may be recomputed
+// for any later reader.
+//
+// A *relaxed* layout (`checkmate_relaxation::bound`) makes the LP a lower
+// bound on every plan of the space, variants included: each op costs its
+// cheapest variant, needs only the inputs every variant reads and the
+// smallest workspace, an in-place pair's shared bytes count once on the
+// step of the op, and memory is capped only at the stage's own ops, not
+// between its recomputations (whose order a plan chooses). Dropping
+// constraints and underestimating costs only lowers the optimum, so the
+// relaxed LP's optimum is a valid bound (remat/bound.hpp).
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -33,11 +47,24 @@ enum class cm_kind : std::uint8_t {
     fixed,      ///< made by a non-recomputable op: live from its producer to its last possible read
 };
 
+/// Whether a layout describes plans exactly (default variants) or relaxes
+/// the space for a lower bound (see the file comment).
+enum class checkmate_relaxation : std::uint8_t { exact, bound };
+
 /// The stage structure and per-tensor facts the model and the schedule
 /// derivation share.
 template <class Graph>
 struct checkmate_layout {
     using id_type = typename Graph::id_type;
+    using size_type = typename Graph::size_type;
+    std::vector<std::vector<id_type>> reads;     ///< per op: what a run reads
+    std::vector<double> cost;                    ///< per op: the price of a run
+    std::vector<size_type> workspace;            ///< per op
+    std::vector<size_type> shared;               ///< per op: in-place bytes counted once (bound only)
+    /// A relaxation for a lower bound: memory is capped only where a stage
+    /// starts and at its own ops (first runs), not between recomputations,
+    /// whose order inside a stage a plan may choose freely.
+    bool bound = false;
     std::vector<std::vector<id_type>> fixed_ops; ///< per stage, in order; stage 0: the forward part
     std::vector<std::size_t> stage_of_op;        ///< stage of each op's first run
     std::vector<char> recomputable;              ///< per op
@@ -51,49 +78,95 @@ struct checkmate_layout {
     std::uint64_t persistent_bytes = 0;
 
     std::size_t stages() const noexcept { return fixed_ops.size(); }
-    /// Recomputable op k may run in stage t >= 1.
-    bool candidate_at(std::size_t t, id_type k) const { return t >= 1 && recomputable[k] && need_until_op[k] >= t; }
+    /// Recomputable op k may run again in stage t >= 1 (after its first run).
+    bool candidate_at(std::size_t t, id_type k) const {
+        return t >= 1 && recomputable[k] && stage_of_op[k] < t && need_until_op[k] >= t;
+    }
 };
 
 /// Builds the layout from the base order (forward part, then the rest):
-/// `base`, `boundary` as remat_context gives them. Consecutive backward
-/// groups are merged so that there are at most `max_stages` stages
-/// (0: no limit); fewer stages make a smaller model and coarser recomputation.
+/// `base`, `boundary` as remat_context gives them (boundary == base.size():
+/// a graph without a backward part, one stage per op). Consecutive groups
+/// are merged so that there are at most `max_stages` stages (0: no limit);
+/// fewer stages make a smaller model and coarser recomputation (a plan
+/// heuristic, never a bound).
 template <class Graph>
 checkmate_layout<Graph> make_checkmate_layout(const Graph& g, const graph_index<Graph>& index,
                                               const std::vector<typename Graph::id_type>& base, std::size_t boundary,
-                                              std::size_t max_stages) {
+                                              std::size_t max_stages,
+                                              checkmate_relaxation relax = checkmate_relaxation::exact) {
     using id_type = typename Graph::id_type;
+    using size_type = typename Graph::size_type;
     checkmate_layout<Graph> L;
     const std::size_t n = g.num_ops(), m = g.num_tensors();
+    const bool general = boundary == base.size();
     L.variant.resize(n);
-    for (std::size_t o = 0; o < n; ++o) L.variant[o] = default_variant(g, static_cast<id_type>(o));
+    L.reads.resize(n);
+    L.cost.resize(n);
+    L.workspace.resize(n);
+    L.shared.assign(n, 0);
+    for (std::size_t o = 0; o < n; ++o) {
+        const auto k = static_cast<id_type>(o);
+        L.variant[o] = default_variant(g, k);
+        if (relax == checkmate_relaxation::exact || g.op(k).variants.size() < 2) {
+            L.reads[o] = g.reads_of(k, L.variant[o]);
+            L.cost[o] = g.cost_of(k, L.variant[o]);
+            L.workspace[o] = g.workspace_of(k, L.variant[o]);
+        } else {
+            // What every variant reads, the cheapest cost, the smallest workspace.
+            const auto& vs = g.op(k).variants;
+            for (auto x : g.reads_of(k, 0)) {
+                bool everywhere = true;
+                for (std::size_t v = 1; v < vs.size() && everywhere; ++v) {
+                    const auto& r = g.reads_of(k, static_cast<id_type>(v));
+                    everywhere = std::find(r.begin(), r.end(), x) != r.end();
+                }
+                if (everywhere && std::find(L.reads[o].begin(), L.reads[o].end(), x) == L.reads[o].end())
+                    L.reads[o].push_back(x);
+            }
+            L.cost[o] = g.cost_of(k, 0);
+            L.workspace[o] = g.workspace_of(k, 0);
+            for (std::size_t v = 1; v < vs.size(); ++v) {
+                L.cost[o] = std::min(L.cost[o], g.cost_of(k, static_cast<id_type>(v)));
+                L.workspace[o] = std::min(L.workspace[o], g.workspace_of(k, static_cast<id_type>(v)));
+            }
+        }
+        if (relax == checkmate_relaxation::bound)
+            for (auto [x, y] : g.op(k).inplace)
+                if (x != y && !g.tensor(x).persistent && !g.tensor(y).persistent)
+                    L.shared[o] += std::min<size_type>(g.tensor(x).bytes, g.tensor(y).bytes);
+    }
+    L.bound = relax == checkmate_relaxation::bound;
     L.producer = index.producer;
     L.is_output.assign(m, 0);
     for (auto t : g.outputs()) L.is_output[t] = 1;
 
-    // Groups: each non-update op after the forward part opens one; updates join the open group.
+    // Groups: each non-update op after the forward part opens one; updates
+    // join the open group. Without a backward part every op is one group
+    // and stage 0 is the first of them.
     std::vector<std::vector<id_type>> groups;
-    for (std::size_t i = boundary; i < base.size(); ++i) {
+    for (std::size_t i = general ? 0 : boundary; i < base.size(); ++i) {
         const auto o = base[i];
-        if (groups.empty() || g.op(o).phase != phase::update) groups.emplace_back();
+        if (groups.empty() || general || g.op(o).phase != phase::update) groups.emplace_back();
         groups.back().push_back(o);
     }
     std::size_t per = 1;
     if (max_stages > 1 && groups.size() + 1 > max_stages) per = (groups.size() + max_stages - 2) / (max_stages - 1);
-    L.fixed_ops.emplace_back(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(boundary));
+    if (!general) L.fixed_ops.emplace_back(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(boundary));
     for (std::size_t i = 0; i < groups.size(); i += per) {
         L.fixed_ops.emplace_back();
         for (std::size_t j = i; j < std::min(groups.size(), i + per); ++j)
             L.fixed_ops.back().insert(L.fixed_ops.back().end(), groups[j].begin(), groups[j].end());
     }
+    if (L.fixed_ops.empty()) L.fixed_ops.emplace_back();
     const std::size_t T = L.fixed_ops.size();
     L.stage_of_op.assign(n, 0);
     for (std::size_t t = 0; t < T; ++t)
         for (auto o : L.fixed_ops[t]) L.stage_of_op[o] = t;
 
     L.recomputable.assign(n, 0);
-    for (auto o : L.fixed_ops[0]) {
+    for (std::size_t i = 0; i < (general ? base.size() : boundary); ++i) {
+        const auto o = base[i];
         const auto& op = g.op(o);
         bool ok = op.phase == phase::forward;
         for (auto t : op.outputs)
@@ -131,7 +204,7 @@ checkmate_layout<Graph> make_checkmate_layout(const Graph& g, const graph_index<
             L.need_until_op[o] = nu;
             last = nu;
         }
-        for (auto x : g.reads_of(k, L.variant[o])) L.need_until[x] = std::max(L.need_until[x], last);
+        for (auto x : L.reads[o]) L.need_until[x] = std::max(L.need_until[x], last);
     }
     return L;
 }
@@ -157,12 +230,12 @@ struct checkmate_milp {
 template <class Graph>
 std::pair<std::size_t, std::size_t> checkmate_model_size(const Graph& g, const checkmate_layout<Graph>& L) {
     std::size_t positions = L.fixed_ops[0].size(), reads = 0;
-    for (auto o : L.fixed_ops[0]) reads += g.reads_of(o, L.variant[o]).size() + g.op(o).outputs.size();
+    for (auto o : L.fixed_ops[0]) reads += L.reads[o].size() + g.op(o).outputs.size();
     for (std::size_t t = 1; t < L.stages(); ++t) {
         for (auto k : L.forward)
             if (L.candidate_at(t, k)) {
                 ++positions;
-                reads += g.reads_of(k, L.variant[k]).size() + g.op(k).outputs.size();
+                reads += L.reads[k].size() + g.op(k).outputs.size();
             }
         positions += L.fixed_ops[t].size();
     }
@@ -194,10 +267,11 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
     for (std::size_t t = 1; t < T; ++t)
         for (auto k : L.forward)
             if (L.candidate_at(t, k))
-                out.r_col[t][k] = binary("R[" + std::to_string(t) + "," + g.op(k).name + "]", g.cost_of(k, L.variant[k]));
+                out.r_col[t][k] = binary("R[" + std::to_string(t) + "," + g.op(k).name + "]", L.cost[k]);
     for (std::size_t x = 0; x < m; ++x) {
         if (L.kind[x] != cm_kind::candidate && L.kind[x] != cm_kind::input) continue;
-        for (std::size_t t = 1; t < T && t <= L.need_until[x]; ++t)
+        const std::size_t made = L.kind[x] == cm_kind::candidate ? L.stage_of_op[L.producer[x]] : 0;
+        for (std::size_t t = made + 1; t < T && t <= L.need_until[x]; ++t)
             out.s_col[t][x] = binary("S[" + std::to_string(t) + "," + g.tensor(static_cast<id_type>(x)).name + "]", 0);
     }
 
@@ -260,7 +334,9 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
         }
     }
 
-    const double cap = mb(budget) - mb(L.persistent_bytes);
+    // A bound's cap is a hair above the budget, so that the solver's
+    // tolerances never cut off a plan that fits exactly.
+    const double cap = mb(budget) * (L.bound ? 1 + 1e-7 : 1.0) - mb(L.persistent_bytes);
     constexpr double slack = 0.02;
     std::vector<id_type> ops;
     std::vector<char> done(n, 0); // ran earlier in the current stage
@@ -275,7 +351,7 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
         // Dependencies: whatever op j of this stage reads is kept or made earlier in the stage.
         if (t > 0) {
             for (auto j : ops) {
-                for (auto x : g.reads_of(j, L.variant[j])) {
+                for (auto x : L.reads[j]) {
                     if (L.kind[x] == cm_kind::persistent) continue;
                     const auto p = L.producer[x];
                     const cm_term made = p != Graph::npos && done[p] ? R(t, p) : cm_term{};
@@ -322,7 +398,8 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
             double out_bytes = 0;
             for (auto y : g.op(k).outputs)
                 if (L.kind[y] != cm_kind::persistent) out_bytes += mb(g.tensor(y).bytes);
-            const double ws = mb(g.workspace_of(k, L.variant[k]));
+            const double ws = mb(L.workspace[k]);
+            const double shared = mb(L.shared[k]); // 0 unless a bound
             const std::string where = "[" + st + "," + g.op(k).name + "]";
             if (integral) {
                 // Backends round binaries that sat within their integrality
@@ -348,7 +425,10 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
                 });
             } else {
                 // Chain form (LP): U_i = U_{i-1} - freed after op i-1 + outputs of op i.
-                const auto u = M.add_column("U" + where, column_kind::continuous, 0, ws > 0 ? milp_infinity : cap);
+                const double at_op = ws - shared; // the step's extra bytes beyond U
+                const bool capped = !L.bound || !(t > 0 && i + L.fixed_ops[t].size() < ops.size());
+                const auto u = M.add_column("U" + where, column_kind::continuous, 0,
+                                            at_op != 0 || !capped ? milp_infinity : cap);
                 std::vector<milp_term> terms{{u, 1.0}};
                 double rhs = 0;
                 if (prev_u == cm_none) {
@@ -362,9 +442,9 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
                 if (rk.is_const()) rhs += out_bytes * rk.constant;
                 else if (out_bytes > 0) terms.push_back({rk.column, -out_bytes});
                 M.add_ge("mem" + where, std::move(terms), rhs); // U only has to bound the bytes in use from above
-                if (ws > 0) {
-                    if (rk.is_const()) M.add_le("peak" + where, {{u, 1.0}}, cap - ws * rk.constant);
-                    else M.add_le("peak" + where, {{u, 1.0}, {rk.column, ws}}, cap);
+                if (at_op != 0 && capped) {
+                    if (rk.is_const()) M.add_le("peak" + where, {{u, 1.0}}, cap - at_op * rk.constant);
+                    else M.add_le("peak" + where, {{u, 1.0}, {rk.column, at_op}}, cap);
                 }
                 prev_u = u;
             }
@@ -379,7 +459,7 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
                 const auto next = S(t + 1, x);
                 bounds.push_back(next.is_const() ? cm_term{1 - next.constant, cm_none} : cm_term{-1, next.column});
                 for (std::size_t j = i + 1; j < ops.size(); ++j) {
-                    const auto& rd = g.reads_of(ops[j], L.variant[ops[j]]);
+                    const auto& rd = L.reads[ops[j]];
                     if (std::find(rd.begin(), rd.end(), static_cast<id_type>(x)) == rd.end()) continue;
                     const auto rj = R(t, ops[j]);
                     bounds.push_back(rj.is_const() ? cm_term{1 - rj.constant, cm_none} : cm_term{-1, rj.column});
@@ -407,7 +487,7 @@ checkmate_milp build_checkmate_milp(const Graph& g, const checkmate_layout<Graph
                 freed.push_back({f, b});
             };
             std::vector<id_type> seen;
-            for (auto x : g.reads_of(k, L.variant[k]))
+            for (auto x : L.reads[k])
                 if (std::find(seen.begin(), seen.end(), x) == seen.end()) {
                     seen.push_back(x);
                     consider(x);
@@ -440,6 +520,9 @@ basic_schedule<typename Graph::id_type> checkmate_schedule(const Graph& g, const
     for (std::size_t t = 1; t < T; ++t) {
         for (std::size_t x = 0; x < g.num_tensors(); ++x)
             if (L.kind[x] == cm_kind::candidate) avail[x] = keep[t][x] != 0;
+        // What the stage's own ops make (first runs) is there for their readers.
+        for (auto o : L.fixed_ops[t])
+            for (auto y : g.op(o).outputs) avail[y] = 1;
         std::fill(run.begin(), run.end(), 0);
         auto need = [&](id_type x) {
             if (avail[x] || L.kind[x] != cm_kind::candidate) return;
@@ -450,12 +533,12 @@ basic_schedule<typename Graph::id_type> checkmate_schedule(const Graph& g, const
                 if (run[p]) continue;
                 run[p] = 1;
                 for (auto y : g.op(p).outputs) avail[y] = 1;
-                for (auto r : g.reads_of(p, L.variant[p]))
+                for (auto r : L.reads[p])
                     if (!avail[r] && L.kind[r] == cm_kind::candidate) stack.push_back(L.producer[r]);
             }
         };
         for (auto o : L.fixed_ops[t])
-            for (auto x : g.reads_of(o, L.variant[o])) need(x);
+            for (auto x : L.reads[o]) need(x);
         if (t + 1 < T)
             for (std::size_t x = 0; x < g.num_tensors(); ++x)
                 if (L.kind[x] == cm_kind::candidate && keep[t + 1][x]) need(static_cast<id_type>(x));
