@@ -8,8 +8,13 @@
 // A second table compares memory at equal overhead (5/10/15 %) from Pareto
 // sweeps of joint, checkmate, sqrt_n and chen_greedy, whichever exist.
 //
+// Where the factor asks for less than any schedule needs (VGG-16), a third
+// table bisects for the smallest budget the first planner fits, with its
+// overhead and proven gap.
+//
 // Usage: bench_solver_remat_monet [--models a,b] [--planners x,y] [--time-limit S]
 //                                 [--sweep-time-limit S] [--points N] [--levels 5,10,15] [--no-sweep]
+//                                 [--smallest-steps N]
 // Prints markdown tables. Every plan is checked with check_plan; an invalid
 // one ends the program with exit 1.
 #include "args.hpp"
@@ -24,6 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
     double sweep_time_limit = 10;
     std::size_t points = 6;
     bool sweep = true;
+    std::size_t smallest_steps = 8;
     std::vector<double> levels{0.05, 0.10, 0.15};
     std::vector<std::string> models;
     for (const auto& p : monet_points) models.emplace_back(p.model);
@@ -84,6 +91,7 @@ int main(int argc, char** argv) {
             if (a == "--time-limit" && has_value) time_limit = std::stod(argv[++i]);
             else if (a == "--sweep-time-limit" && has_value) sweep_time_limit = std::stod(argv[++i]);
             else if (a == "--points" && has_value) points = std::stoul(argv[++i]);
+            else if (a == "--smallest-steps" && has_value) smallest_steps = std::stoul(argv[++i]);
             else if (a == "--models" && has_value) models = memplan::bench::split_list(argv[++i]);
             else if (a == "--planners" && has_value) planners = memplan::bench::split_list(argv[++i]);
             else if (a == "--levels" && has_value) {
@@ -95,7 +103,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
         std::fprintf(stderr,
                      "usage: %s [--models a,b] [--planners x,y] [--time-limit S] [--sweep-time-limit S] [--points N]\n"
-                     "          [--levels 5,10,15] [--no-sweep]\n",
+                     "          [--levels 5,10,15] [--no-sweep] [--smallest-steps N]\n",
                      argv[0]);
         return 2;
     }
@@ -184,6 +192,59 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         }
         data.push_back({mp, std::move(g), store_all});
+    }
+
+    // --- below the bound: the smallest budget a plan reaches ------------------
+    // Where MONeT's factor asks for less than any schedule needs (VGG-16), the
+    // question becomes how close to that bound a plan gets: bisection on the
+    // budget between the bound and the store-all arena, first planner.
+    bool header = false;
+    for (const auto& d : data) {
+        const memplan::remat_context<memplan::graph> ctx(d.g);
+        const auto bound = ctx.min_memory().first;
+        const auto budget = static_cast<std::uint64_t>(static_cast<double>(d.store_all) / d.monet->factor);
+        if (budget >= bound) continue;
+        if (!header) {
+            std::printf("\n## Below the bound: the smallest budget with a plan\n\n"
+                        "bisection on the budget between the schedule-free bound (no plan can be smaller) and the "
+                        "store-all arena, %zu steps of %.0f s, planner %s\n\n"
+                        "| model | bound | smallest budget with a plan | x bound | overhead | proven | gap | largest "
+                        "budget without one |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+                        smallest_steps, time_limit, planners.front().c_str());
+            header = true;
+        }
+        std::uint64_t lo = bound, hi = d.store_all; // a plan at hi (store-all), none known at lo
+        memplan::remat_result best;
+        bool have = false;
+        auto attempt = [&](std::uint64_t b) {
+            memplan::remat_options o;
+            o.budget = b;
+            o.time_limit_seconds = time_limit;
+            auto r = run_planner(planners.front(), d.g, o);
+            if (!memplan::has_solution(r.status) || r.arena() > b) return false;
+            if (!memplan::check_plan(d.g, r.plan).ok()) {
+                std::printf("| %s | INVALID PLAN |\n", d.monet->label.data());
+                std::exit(1);
+            }
+            best = std::move(r);
+            have = true;
+            return true;
+        };
+        if (attempt(lo)) hi = lo;
+        for (std::size_t k = 0; k < smallest_steps && hi > lo + 1; ++k) {
+            const std::uint64_t mid = lo + (hi - lo) / 2;
+            (attempt(mid) ? hi : lo) = mid;
+        }
+        if (!have) attempt(hi);
+        if (have) memplan::bench::attach_bound(d.g, best, time_limit);
+        std::printf("| %s | %.3f GiB | %s | %s | %s | %s | %s | %s |\n", d.monet->label.data(), gib(bound),
+                    have ? fmt("%.3f GiB", gib(best.arena())).c_str() : "-",
+                    have ? fmt("%.4f", static_cast<double>(best.arena()) / static_cast<double>(bound)).c_str() : "-",
+                    have ? fmt("%+.2f %%", 100 * best.overhead()).c_str() : "-",
+                    have ? memplan::bench::bound_cell(best).c_str() : "-",
+                    have && best.bound_proven ? fmt("%.2f", 100 * best.gap()).c_str() : "-",
+                    hi == lo ? "-" : fmt("%.3f GiB", gib(lo)).c_str());
+        std::fflush(stdout);
     }
 
     // --- memory at equal overhead, from Pareto sweeps -------------------------

@@ -54,8 +54,8 @@ TEST_CASE("registry.one_unknown_name_message") {
     CHECK(testing::message_of([] { find_order_planner("random"); }) ==
           "[memplan.order] unknown ordering planner 'random'; expected one of: default, greedy, ilp");
     CHECK(testing::message_of([] { find_remat_planner("magic"); }) ==
-          "[memplan.remat] unknown planner 'magic'; expected one of: auto, joint, checkmate, chain_dp, chen_greedy, "
-          "sqrt_n, store_all");
+          "[memplan.remat] unknown planner 'magic'; expected one of: auto, joint, checkmate, chain_dp, block_dp, "
+          "chen_greedy, sqrt_n, store_all");
 }
 
 TEST_CASE("registry.rows_run_their_planner") {

@@ -24,7 +24,7 @@ using detail::chain_step_kind;
 
 namespace {
 
-chain_model random_chain(std::mt19937_64& rng, std::size_t L) {
+chain_model random_chain(std::mt19937_64& rng, std::size_t L, bool with_options = false) {
     auto u = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
     chain_model m;
     m.resize(L);
@@ -40,17 +40,30 @@ chain_model random_chain(std::mt19937_64& rng, std::size_t L) {
         m.ovf_b[i] = m.abar_b[i] + u(0, 2);
         m.d[i] = i == L ? 0 : u(1, 3);
         m.ovb[i] = m.d[i] + u(0, 4);
+        // Block plans: keep less than Rotor's keep-all for more compute, or
+        // more for less (a faster variant), with their own peaks.
+        for (std::size_t k = with_options ? u(0, 2) : 0; k > 0; --k) {
+            detail::chain_option w;
+            w.abar = m.a[i] + u(0, 5);
+            w.cost = static_cast<double>(u(1, 12));
+            w.ovf = w.abar + u(0, 3);
+            w.ovb = m.d[i] + u(0, 5);
+            m.options[i].push_back(w);
+        }
     }
     return m;
 }
 
 // Exhaustive search (Dijkstra) over all sequences of: forward a segment
-// keeping only its output, keeping everything, keeping what its backward
-// needs (right before the backward), run the next backward, drop an output
-// (not the input of a segment whose kept tensors wait for its backward).
+// keeping only its output, keeping everything (Rotor's way or one of the
+// segment's options), keeping what its backward needs (right before the
+// backward), run the next backward, drop an output (not the input of a
+// segment whose kept tensors wait for its backward).
 double brute_force(const chain_model& m, std::size_t M) {
     const std::size_t L = m.length();
-    using state = std::tuple<unsigned, unsigned, unsigned, std::size_t>; // outputs, keep-all, keep-back, next backward
+    // outputs, keep-all, keep-back, next backward, per segment the way it
+    // keeps all (0: Rotor's, j + 1: option j), 2 bits each
+    using state = std::tuple<unsigned, unsigned, unsigned, std::size_t, unsigned>;
     std::map<state, double> dist;
     using item = std::pair<double, state>;
     std::priority_queue<item, std::vector<item>, std::greater<>> q;
@@ -60,38 +73,49 @@ double brute_force(const chain_model& m, std::size_t M) {
         dist[s] = c;
         q.push({c, s});
     };
-    push({0u, 0u, 0u, L}, 0.0);
+    auto way = [](unsigned O, std::size_t k) { return O >> (2 * k) & 3u; };
+    auto option = [&](unsigned O, std::size_t k) -> const detail::chain_option* {
+        return way(O, k) == 0 ? nullptr : &m.options[k][way(O, k) - 1];
+    };
+    push({0u, 0u, 0u, L, 0u}, 0.0);
     while (!q.empty()) {
         auto [c, s] = q.top();
         q.pop();
         if (dist[s] < c) continue;
-        auto [A, F, Bk, j] = s;
+        auto [A, F, Bk, j, O] = s;
         if (j == 0) return c;
         std::size_t stored = 0;
         for (std::size_t k = 1; k <= L; ++k) {
             if (A >> k & 1u) stored += m.a[k];
-            if (F >> k & 1u) stored += m.abar[k];
+            if (F >> k & 1u) stored += option(O, k) ? option(O, k)->abar : m.abar[k];
             if (Bk >> k & 1u) stored += m.abar_b[k];
         }
         auto avail = [&](std::size_t k) { return k == 0 || (A >> k & 1u) || (F >> k & 1u); };
         for (std::size_t i = 1; i <= j; ++i) {
             if (!avail(i - 1)) continue;
             const unsigned bit = 1u << i;
+            const unsigned clear = O & ~(3u << (2 * i));
             if (stored + m.d[j] + m.ovf_n[i] <= M && !(A & bit) && !(F & bit))
-                push({A | bit, F, Bk, j}, c + m.f_n[i]);
+                push({A | bit, F, Bk, j, O}, c + m.f_n[i]);
             if (stored + m.d[j] + m.ovf_all[i] <= M && !(F & bit))
-                push({A & ~bit, F | bit, Bk, j}, c + m.f[i]);
+                push({A & ~bit, F | bit, Bk, j, clear}, c + m.f[i]);
+            for (std::size_t w = 0; w < m.options[i].size(); ++w)
+                if (stored + m.d[j] + m.options[i][w].ovf <= M && !(F & bit))
+                    push({A & ~bit, F | bit, Bk, j, clear | static_cast<unsigned>(w + 1) << (2 * i)},
+                         c + m.options[i][w].cost);
             if (i == j && stored + m.d[j] + m.ovf_b[i] <= M && !(Bk & bit) && !(F & bit))
-                push({A, F, Bk | bit, j}, c + m.f_b[i]);
+                push({A, F, Bk | bit, j, O}, c + m.f_b[i]);
         }
         const unsigned jb = 1u << j;
-        if (((F & jb) || (Bk & jb)) && avail(j - 1) && stored + m.ovb[j] <= M)
-            push({A & ~jb, F & ~jb, Bk & ~jb, j - 1}, c);
+        const std::size_t ovb = (F & jb) && option(O, j) ? option(O, j)->ovb : m.ovb[j];
+        if (((F & jb) || (Bk & jb)) && avail(j - 1) && stored + ovb <= M)
+            push({A & ~jb, F & ~jb, Bk & ~jb, j - 1, O & ~(3u << (2 * j))}, c);
         // Rotor's model: a segment's input stays until the segment's backward
         // once what that backward reads is kept. (Dropping it and running the
         // segment before again later can be cheaper: outside the model.)
         for (std::size_t k = 1; k <= L; ++k)
-            if ((A >> k & 1u) && !(F >> (k + 1) & 1u) && !(Bk >> (k + 1) & 1u)) push({A & ~(1u << k), F, Bk, j}, c);
+            if ((A >> k & 1u) && !(F >> (k + 1) & 1u) && !(Bk >> (k + 1) & 1u))
+                push({A & ~(1u << k), F, Bk, j, O}, c);
     }
     return chain_solver::infinity;
 }
@@ -112,7 +136,8 @@ std::pair<std::size_t, double> replay(const chain_model& m, const std::vector<de
         if (it != SIZE_MAX) items[it].last = step;
     };
     for (std::size_t s = 0; s < seq.size(); ++s) {
-        const auto [kind, i] = seq[s];
+        const auto [kind, i, option] = seq[s];
+        const detail::chain_option* w = option == detail::chain_step::builtin ? nullptr : &m.options[i][option];
         if (kind == chain_step_kind::backward) {
             REQUIRE(i == next);
             --next;
@@ -120,7 +145,7 @@ std::pair<std::size_t, double> replay(const chain_model& m, const std::vector<de
             use(back[i], s);
             if (i > 1) REQUIRE(provider[i - 1] != SIZE_MAX);
             if (i > 1) use(provider[i - 1], s);
-            transient[s] = m.ovb[i];
+            transient[s] = w ? w->ovb : m.ovb[i];
             back[i] = SIZE_MAX;
             continue;
         }
@@ -133,9 +158,9 @@ std::pair<std::size_t, double> replay(const chain_model& m, const std::vector<de
             items.push_back({m.a[i], s, s});
             provider[i] = items.size() - 1;
         } else if (kind == chain_step_kind::forward_all) {
-            cost += m.f[i];
-            transient[s] = d + m.ovf_all[i];
-            items.push_back({m.abar[i], s, s});
+            cost += w ? w->cost : m.f[i];
+            transient[s] = d + (w ? w->ovf : m.ovf_all[i]);
+            items.push_back({w ? w->abar : m.abar[i], s, s});
             provider[i] = back[i] = items.size() - 1;
         } else {
             cost += m.f_b[i];
@@ -157,12 +182,14 @@ std::pair<std::size_t, double> replay(const chain_model& m, const std::vector<de
 
 } // namespace
 
-TEST_CASE("remat.chain.dp_matches_brute_force") {
-    std::mt19937_64 rng(7);
-    int compared = 0, matched = 0;
+namespace {
+
+void check_dp_against_brute_force(std::uint64_t seed, bool with_options) {
+    std::mt19937_64 rng(seed);
+    int compared = 0, matched = 0, used_options = 0;
     for (int trial = 0; trial < 60; ++trial) {
         const std::size_t L = 3 + static_cast<std::size_t>(trial) % 6;
-        const auto m = random_chain(rng, L);
+        const auto m = random_chain(rng, L, with_options);
         const std::size_t top = 40;
         const chain_solver dp(m, top);
         for (std::size_t M = 0; M <= top; M += 3) {
@@ -180,7 +207,9 @@ TEST_CASE("remat.chain.dp_matches_brute_force") {
             // (a few rare interleavings the recursion does not express remain).
             CHECK(got >= want - 1e-9);
             if (got <= want + 1e-9) ++matched;
-            const auto [peak, cost] = replay(m, dp.sequence(M));
+            const auto seq = dp.sequence(M);
+            for (const auto& st : seq) used_options += st.option != detail::chain_step::builtin;
+            const auto [peak, cost] = replay(m, seq);
             CHECK(peak <= M);
             CHECK(cost == doctest::Approx(got));
             ++compared;
@@ -188,7 +217,17 @@ TEST_CASE("remat.chain.dp_matches_brute_force") {
     }
     CHECK(compared > 100);
     CHECK(matched * 100 >= compared * 97);
+    if (with_options) CHECK(used_options > 100); // the optima do run block plans
+    MESSAGE(compared, " budgets compared, ", matched, " optimal, ", used_options, " option runs");
 }
+
+} // namespace
+
+TEST_CASE("remat.chain.dp_matches_brute_force") { check_dp_against_brute_force(7, false); }
+
+// With block plans as further ways to run a segment (block_dp), the program
+// still finds the exhaustive search's optimum and keeps within its memory.
+TEST_CASE("remat.chain.dp_with_options_matches_brute_force") { check_dp_against_brute_force(8, true); }
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include "support/remat_contract.hpp"
 #include "support/remat_graphs.hpp"
 
+#include <memplan/remat/block_dp.hpp>
 #include <memplan/remat/chain_dp.hpp>
 #include <memplan/remat/chen.hpp>
 #include <memplan/remat/joint.hpp>
@@ -23,6 +24,7 @@ TYPE_TO_STRING(memplan::store_all);
 TYPE_TO_STRING(memplan::sqrt_n);
 TYPE_TO_STRING(memplan::chen_greedy);
 TYPE_TO_STRING(memplan::chain_dp);
+TYPE_TO_STRING(memplan::block_dp);
 TYPE_TO_STRING(memplan::joint);
 TYPE_TO_STRING(memplan::auto_remat);
 
@@ -51,7 +53,7 @@ std::vector<memplan::graph> contract_graphs() {
 } // namespace
 
 TEST_CASE_TEMPLATE("remat.contract", P, memplan::store_all, memplan::sqrt_n, memplan::chen_greedy, memplan::chain_dp,
-                   memplan::joint, memplan::auto_remat) {
+                   memplan::block_dp, memplan::joint, memplan::auto_remat) {
     for (const auto& g : contract_graphs()) {
         CAPTURE(g.num_ops());
         const auto all = memplan::store_all{}.plan(g, {});

@@ -16,15 +16,28 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace memplan {
 
 namespace detail {
+
+/// A further way to run one segment with its backward (block_dp): its
+/// forward with chosen variants, keeping some of its tensors, then its
+/// backward part with the recomputations that this needs, all within the
+/// segment.
+struct chain_option {
+    double cost = 0;      ///< forward run + backward part, less the cost of the default backward part
+    std::size_t abar = 0; ///< what the forward run leaves for the backward (the output included)
+    std::size_t ovf = 0;  ///< peak of the forward run, abar included, its input not
+    std::size_t ovb = 0;  ///< peak of the backward part beyond abar (gradients included)
+};
 
 /// Rotor's chain in memory slots. Segments are numbered 1..L; index 0 of
 /// every vector is unused, except `a[0]`, the chain's input (always 0: the
@@ -41,11 +54,13 @@ struct chain_model {
     std::vector<std::size_t> ovf_b;   ///< peak of that run
     std::vector<std::size_t> ovb;     ///< peak of the backward beyond stored forward tensors (gradients included)
     std::vector<std::size_t> d;       ///< gradient bytes alive while segment i waits for its backward; d[L] = 0
+    std::vector<std::vector<chain_option>> options; ///< per segment: further ways to run it (may be empty)
 
     std::size_t length() const noexcept { return f.empty() ? 0 : f.size() - 1; }
     void resize(std::size_t L) {
         for (auto* v : {&f, &f_n, &f_b}) v->assign(L + 1, 0.0);
         for (auto* v : {&a, &abar, &ovf_n, &ovf_all, &abar_b, &ovf_b, &ovb, &d}) v->assign(L + 1, 0);
+        options.assign(L + 1, {});
     }
 };
 
@@ -55,8 +70,12 @@ struct chain_model {
 enum class chain_step_kind : std::uint8_t { forward_none, forward_all, forward_back, backward };
 
 struct chain_step {
+    static constexpr std::size_t builtin = std::numeric_limits<std::size_t>::max();
     chain_step_kind kind = chain_step_kind::forward_all;
     std::size_t segment = 0; ///< 1..L
+    /// forward_all and backward: index in chain_model::options[segment] of
+    /// the way the segment runs, or `builtin` (default variants, keep all).
+    std::size_t option = builtin;
 };
 
 /// The dynamic program of Rotor over a chain_model, for every memory limit
@@ -86,6 +105,19 @@ public:
                     if (rest == infinity) continue;
                     row[m] = x.f[s] + rest;
                     pick[m] = keep_all_choice;
+                }
+                for (std::size_t j = 0; j < x.options[s].size(); ++j) {
+                    const auto& w = x.options[s][j];
+                    const std::size_t need = std::max(x.d[t] + w.ovf, w.abar + w.ovb);
+                    for (std::size_t m = need; m <= M_; ++m) {
+                        const double rest = s == t ? 0.0 : cost(s + 1, t, m - w.abar);
+                        if (rest == infinity) continue;
+                        const double c = w.cost + rest;
+                        if (c < row[m] - 1e-12 * std::max(1.0, std::abs(c))) {
+                            row[m] = c;
+                            pick[m] = option_flag | static_cast<std::uint32_t>(j);
+                        }
+                    }
                 }
                 if (s == t) {
                     const std::size_t need_back = std::max(x.d[t] + x.ovf_b[s], x.abar_b[s] + x.ovb[s]);
@@ -141,6 +173,7 @@ public:
 private:
     static constexpr std::uint32_t keep_all_choice = 0;
     static constexpr std::uint32_t back_choice = 1; // only for s == t; checkpoints are > s >= 1
+    static constexpr std::uint32_t option_flag = 1u << 31; // | j: options[s][j], then the rest
 
     std::size_t at(std::size_t s, std::size_t t, std::size_t m) const {
         // Pairs (s, t) with s <= t, grouped by s.
@@ -150,6 +183,13 @@ private:
 
     void emit(std::size_t s, std::size_t t, std::size_t m, std::vector<chain_step>& out) const {
         const auto k = choice_[at(s, t, m)];
+        if (k & option_flag) {
+            const std::size_t j = k & ~option_flag;
+            out.push_back({chain_step_kind::forward_all, s, j});
+            if (s < t) emit(s + 1, t, m - model_.options[s][j].abar, out);
+            out.push_back({chain_step_kind::backward, s, j});
+            return;
+        }
         if (k == back_choice) {
             out.push_back({chain_step_kind::forward_back, s});
             out.push_back({chain_step_kind::backward, s});
@@ -178,19 +218,30 @@ template <class Graph>
 struct graph_chain {
     using id_type = typename Graph::id_type;
     forward_segments<Graph> seg;
-    std::vector<id_type> variant;                  ///< per op: the default variant
+    std::vector<id_type> variant;                  ///< per op: the variant Rotor's ways of running a segment use
     std::vector<std::vector<id_type>> forward_all; ///< per segment: its forward ops
     std::vector<std::vector<id_type>> forward_out; ///< per segment: the forward ops its output needs
     std::vector<std::vector<id_type>> forward_back; ///< per segment: the forward ops its backward reads need
     std::vector<std::vector<id_type>> backward;    ///< per segment: its backward-part ops, in base order
     chain_model bytes;                             ///< figures in bytes (model.length() == segments)
+    /// Per segment, per option of `bytes.options[segment + 1]`: the steps of
+    /// its forward run and of its backward part.
+    struct option_steps {
+        basic_schedule<id_type> forward, backward;
+    };
+    std::vector<std::vector<option_steps>> option_runs;
 
-    graph_chain(const remat_context<Graph>& ctx) : seg(segment_forward(ctx)) {
+    explicit graph_chain(const remat_context<Graph>& ctx) : graph_chain(ctx, segment_forward(ctx)) {}
+
+    /// The chain of `segments` (articulation points of `ctx`'s forward part,
+    /// all of them or some), every op running `variants` (empty: the defaults).
+    graph_chain(const remat_context<Graph>& ctx, forward_segments<Graph> segments, std::vector<id_type> variants = {})
+        : seg(std::move(segments)), variant(std::move(variants)) {
         const Graph& g = ctx.graph();
         const auto& order = ctx.base_order();
         const std::size_t B = ctx.boundary(), n = order.size();
         const std::size_t L = seg.size();
-        variant = ctx.keep_all().variant;
+        if (variant.empty()) variant = ctx.keep_all().variant;
         forward_all.resize(L);
         forward_out.resize(L);
         forward_back.resize(L);
@@ -317,8 +368,8 @@ struct graph_chain {
     /// Peak bytes of a forward run of `ops` (the segment's input not counted):
     /// kept tensors (droppable ones when `keep`, the output always) live to
     /// the end, others until their last read within the run.
-    static std::size_t forward_peak(const remat_context<Graph>& ctx, const std::vector<id_type>& ops, id_type out,
-                                    bool keep, const std::vector<char>& is_output) {
+    std::size_t forward_peak(const remat_context<Graph>& ctx, const std::vector<id_type>& ops, id_type out, bool keep,
+                             const std::vector<char>& is_output) const {
         const Graph& g = ctx.graph();
         const std::size_t n = ops.size();
         std::vector<std::size_t> add(n + 1, 0), sub(n + 1, 0);
@@ -339,7 +390,7 @@ struct graph_chain {
         std::size_t cur = 0, peak = 0;
         for (std::size_t i = 0; i < n; ++i) {
             cur += add[i];
-            peak = std::max(peak, cur + static_cast<std::size_t>(g.workspace_of(ops[i], default_variant(g, ops[i]))));
+            peak = std::max(peak, cur + static_cast<std::size_t>(g.workspace_of(ops[i], variant[ops[i]])));
             cur -= sub[i + 1];
         }
         return peak;
@@ -351,17 +402,32 @@ struct graph_chain {
         auto up = [slot](std::size_t x) { return (x + slot - 1) / slot; };
         for (auto* v : {&m.a, &m.abar, &m.ovf_n, &m.ovf_all, &m.abar_b, &m.ovf_b, &m.ovb, &m.d})
             for (auto& x : *v) x = up(x);
+        for (auto& seg_options : m.options)
+            for (auto& w : seg_options) {
+                w.abar = up(w.abar);
+                w.ovf = up(w.ovf);
+                w.ovb = up(w.ovb);
+            }
         return m;
     }
 
-    /// Memory the model needs when every segment keeps everything.
+    /// Memory the model needs when every segment keeps everything (or, with
+    /// options, more than any way of running the chain needs: each segment
+    /// keeping the most any of its ways keeps, peaking the most).
     static std::size_t keep_all_need(const chain_model& m) {
         const std::size_t L = m.length();
         std::size_t cum = 0, peak = 0;
         for (std::size_t i = 1; i <= L; ++i) {
-            peak = std::max(peak, cum + m.d[L] + m.ovf_all[i]);
-            peak = std::max(peak, cum + m.abar[i] + m.ovb[i]);
-            cum += m.abar[i];
+            std::size_t keep = m.abar[i], fwd = m.ovf_all[i], back = m.abar[i] + m.ovb[i];
+            if (i < m.options.size())
+                for (const auto& w : m.options[i]) {
+                    keep = std::max(keep, w.abar);
+                    fwd = std::max(fwd, w.ovf);
+                    back = std::max(back, w.abar + w.ovb);
+                }
+            peak = std::max(peak, cum + m.d[L] + fwd);
+            peak = std::max(peak, cum + back);
+            cum += keep;
         }
         return peak;
     }
@@ -374,6 +440,13 @@ struct graph_chain {
             const std::size_t i = st.segment - 1;
             // The first run of a segment runs all of it: every op must run once,
             // and the store-all cost counts it anyway.
+            if (st.option != chain_step::builtin) { // an option's forward runs every forward op of the segment
+                const auto& run = option_runs[i][st.option];
+                const auto& steps = st.kind == chain_step_kind::backward ? run.backward : run.forward;
+                s.insert(s.end(), steps.begin(), steps.end());
+                if (st.kind != chain_step_kind::backward) ran[i] = 1;
+                continue;
+            }
             const bool first = st.kind != chain_step_kind::backward && !ran[i];
             if (st.kind != chain_step_kind::backward) ran[i] = 1;
             const auto& ops = first || st.kind == chain_step_kind::forward_all ? forward_all[i]
@@ -385,6 +458,109 @@ struct graph_chain {
         return s;
     }
 };
+
+} // namespace detail
+
+namespace detail {
+
+/// The cheapest plan of `chain`'s dynamic program whose placed arena fits
+/// `opt.budget`: the program's memory limit searched by bisection, at
+/// `slots` slots and then finer around where the arena crosses the budget
+/// (`zoom_share` of the time: the finer pass starts only before it is
+/// spent), and, when no limit fits, the exact placement of the smallest plan
+/// with `exact_share` of what is left.
+template <class Graph>
+basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const graph_chain<Graph>& chain,
+              std::size_t slots, double zoom_share, double exact_share, std::string_view name,
+              std::chrono::steady_clock::time_point t0) {
+    using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
+    basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+    out.planner = std::string(name);
+    const Graph& g = ctx.graph();
+    const memplan::deadline until = opt.limit();
+    const memplan::deadline zoom_by = until.share(zoom_share);
+    const std::size_t S = std::max<std::size_t>(slots, 8);
+
+    planned_type best, smallest;
+    double best_cost = 0;
+    bool have_best = false, have_smallest = false;
+    std::size_t evaluations = 0;
+    // Places the program's plan for m slots; remembers the cheapest that
+    // fits and the smallest seen.
+    auto evaluate = [&](const chain_solver& dp, std::size_t m) {
+        ++evaluations;
+        const auto s = chain.schedule_of(dp.sequence(m));
+        auto planned = place_within(g, s, opt.budget, opt.alignment, memplan::deadline::passed());
+        if (!has_solution(planned.status)) return false;
+        const double cost = schedule_cost(g, s);
+        const bool fits = planned.plan.arena_bytes <= opt.budget;
+        if (fits && (!have_best || cost < best_cost ||
+                     (cost == best_cost && planned.plan.arena_bytes < best.plan.arena_bytes))) {
+            best = planned;
+            best_cost = cost;
+            have_best = true;
+        }
+        if (!have_smallest || planned.plan.arena_bytes < smallest.plan.arena_bytes) {
+            smallest = std::move(planned);
+            have_smallest = true;
+        }
+        return fits;
+    };
+
+    // Pass 1 covers everything up to keeping all; pass 2 zooms in on the
+    // limit where the arena crosses the budget, for a finer resolution.
+    std::size_t range = std::max<std::size_t>(graph_chain<Graph>::keep_all_need(chain.bytes), 1);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass > 0 && zoom_by.expired()) break;
+        const std::size_t slot = std::max<std::size_t>((range + S - 1) / S, 1);
+        const auto model = chain.in_slots(slot);
+        const std::size_t top = graph_chain<Graph>::keep_all_need(model);
+        const chain_solver dp(model, top);
+        std::size_t lo = dp.min_memory(), hi = top;
+        if (lo > top) break;
+        if (evaluate(dp, hi)) break; // the most memory the chain can use fits
+        if (!evaluate(dp, lo)) {
+            if (pass == 0) break;
+            continue;
+        }
+        while (hi - lo > 1 && !until.expired()) {
+            const std::size_t mid = lo + (hi - lo) / 2;
+            (evaluate(dp, mid) ? lo : hi) = mid;
+        }
+        range = std::min(range, (hi + 1) * slot);
+        if (range <= S) break; // already byte-exact
+    }
+    // When no limit fits, the exact placement may close the gap left by
+    // the heuristics on the smallest plan.
+    if (!have_best && have_smallest && smallest.bound <= opt.budget) {
+        if (until.remaining() > 0.5) {
+            auto tight = place_within(g, smallest.plan.steps, opt.budget, opt.alignment, until.share(exact_share));
+            if (has_solution(tight.status) && tight.plan.arena_bytes <= opt.budget) {
+                best_cost = schedule_cost(g, tight.plan.steps);
+                best = std::move(tight);
+                have_best = true;
+            }
+        }
+    }
+
+    if (have_best) {
+        finish_remat_result(ctx, opt, std::move(best), out);
+        out.status = status::feasible;
+        out.message = std::to_string(chain.seg.size()) + " segments, " + std::to_string(evaluations) +
+                      " memory limits tried";
+    } else {
+        std::uint64_t arena = 0;
+        if (have_smallest) {
+            arena = smallest.plan.arena_bytes;
+            finish_remat_result(ctx, opt, std::move(smallest), out);
+        }
+        no_plan_within_budget(ctx, opt, out, name);
+        if (have_smallest) out.message += "; the chain's smallest plan needs " + std::to_string(arena) + " bytes";
+    }
+    out.seconds = seconds_since(t0);
+    return out;
+}
 
 } // namespace detail
 
@@ -404,93 +580,8 @@ struct chain_dp : remat_planner<chain_dp> {
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
     plan(const remat_context<Graph>& ctx, const remat_options& opt,
          std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
-        using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
-        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
-        out.planner = std::string(name);
-        const Graph& g = ctx.graph();
-        const memplan::deadline until = opt.limit();
-        const memplan::deadline zoom_by = until.share(first_pass_share);
         const detail::graph_chain<Graph> chain(ctx);
-        const std::size_t S = std::max<std::size_t>(slots, 8);
-
-        planned_type best, smallest;
-        double best_cost = 0;
-        bool have_best = false, have_smallest = false;
-        std::size_t evaluations = 0;
-        // Places the program's plan for m slots; remembers the cheapest that
-        // fits and the smallest seen.
-        auto evaluate = [&](const detail::chain_solver& dp, std::size_t m) {
-            ++evaluations;
-            const auto s = chain.schedule_of(dp.sequence(m));
-            auto planned = place_within(g, s, opt.budget, opt.alignment, memplan::deadline::passed());
-            if (!has_solution(planned.status)) return false;
-            const double cost = schedule_cost(g, s);
-            const bool fits = planned.plan.arena_bytes <= opt.budget;
-            if (fits && (!have_best || cost < best_cost || (cost == best_cost && planned.plan.arena_bytes <
-                                                                                      best.plan.arena_bytes))) {
-                best = planned;
-                best_cost = cost;
-                have_best = true;
-            }
-            if (!have_smallest || planned.plan.arena_bytes < smallest.plan.arena_bytes) {
-                smallest = std::move(planned);
-                have_smallest = true;
-            }
-            return fits;
-        };
-
-        // Pass 1 covers everything up to keeping all; pass 2 zooms in on the
-        // limit where the arena crosses the budget, for a finer resolution.
-        std::size_t range = std::max<std::size_t>(detail::graph_chain<Graph>::keep_all_need(chain.bytes), 1);
-        for (int pass = 0; pass < 2; ++pass) {
-            if (pass > 0 && zoom_by.expired()) break;
-            const std::size_t slot = std::max<std::size_t>((range + S - 1) / S, 1);
-            const auto model = chain.in_slots(slot);
-            const std::size_t top = detail::graph_chain<Graph>::keep_all_need(model);
-            const detail::chain_solver dp(model, top);
-            std::size_t lo = dp.min_memory(), hi = top;
-            if (lo > top) break;
-            if (evaluate(dp, hi)) break; // the most memory the chain can use fits
-            if (!evaluate(dp, lo)) {
-                if (pass == 0) break;
-                continue;
-            }
-            while (hi - lo > 1 && !until.expired()) {
-                const std::size_t mid = lo + (hi - lo) / 2;
-                (evaluate(dp, mid) ? lo : hi) = mid;
-            }
-            range = std::min(range, (hi + 1) * slot);
-            if (range <= S) break; // already byte-exact
-        }
-        // When no limit fits, the exact placement may close the gap left by
-        // the heuristics on the smallest plan.
-        if (!have_best && have_smallest && smallest.bound <= opt.budget) {
-            if (until.remaining() > 0.5) {
-                auto tight = place_within(g, smallest.plan.steps, opt.budget, opt.alignment, until.share(exact_share));
-                if (has_solution(tight.status) && tight.plan.arena_bytes <= opt.budget) {
-                    best_cost = schedule_cost(g, tight.plan.steps);
-                    best = std::move(tight);
-                    have_best = true;
-                }
-            }
-        }
-
-        if (have_best) {
-            detail::finish_remat_result(ctx, opt, std::move(best), out);
-            out.status = status::feasible;
-            out.message = std::to_string(chain.seg.size()) + " segments, " + std::to_string(evaluations) +
-                          " memory limits tried";
-        } else {
-            std::uint64_t arena = 0;
-            if (have_smallest) {
-                arena = smallest.plan.arena_bytes;
-                detail::finish_remat_result(ctx, opt, std::move(smallest), out);
-            }
-            detail::no_plan_within_budget(ctx, opt, out, name);
-            if (have_smallest) out.message += "; the chain's smallest plan needs " + std::to_string(arena) + " bytes";
-        }
-        out.seconds = detail::seconds_since(t0);
-        return out;
+        return detail::plan_on_chain(ctx, opt, chain, slots, first_pass_share, exact_share, name, t0);
     }
 };
 

@@ -7,6 +7,7 @@
 
 #include <memplan/core/error.hpp>
 #include <memplan/core/registry.hpp>
+#include <memplan/remat/block_dp.hpp>
 #include <memplan/remat/chain_dp.hpp>
 #include <memplan/remat/checkmate.hpp>
 #include <memplan/remat/chen.hpp>
@@ -54,7 +55,7 @@ constexpr remat_entry<Graph> remat_row(std::string_view description) {
 /// compiled in.
 template <class Graph>
 std::span<const remat_entry<Graph>> remat_registry() {
-    static constexpr std::array<remat_entry<Graph>, 7> table{
+    static constexpr std::array<remat_entry<Graph>, 8> table{
         remat_entry<Graph>{auto_remat::name,
                            "portfolio of the planners below (with checkmate on small graphs when a solver is "
                            "compiled in); the cheapest plan that fits wins (default)",
@@ -74,6 +75,8 @@ std::span<const remat_entry<Graph>> remat_registry() {
                                });
                            }},
         detail::remat_row<chain_dp, Graph>("Rotor's optimal dynamic program over the chain of segments"),
+        detail::remat_row<block_dp, Graph>("blocks solved by joint at several memory levels, composed by the chain "
+                                           "program (identical blocks solved once)"),
         detail::remat_row<chen_greedy, Graph>("Chen et al.'s greedy checkpoints for the budget"),
         detail::remat_row<sqrt_n, Graph>("Chen et al.'s sqrt(n) checkpoints"),
         detail::remat_row<store_all, Graph>("keep every forward tensor (no recomputation)"),

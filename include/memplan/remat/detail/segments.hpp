@@ -72,4 +72,40 @@ forward_segments<Graph> segment_forward(const remat_context<Graph>& ctx) {
     return seg;
 }
 
+/// `seg` without the cuts whose tensor no op after the forward part reads:
+/// such a checkpoint serves only the next segment's forward, so keeping it
+/// for the chain program (which holds a segment's input until its backward
+/// is done) stores bytes no backward needs (a ReLU after a batch norm: its
+/// backward reads its own output). The merged segment's plan may still keep
+/// the tensor.
+template <class Graph>
+forward_segments<Graph> merge_unread_cuts(const remat_context<Graph>& ctx, const forward_segments<Graph>& seg) {
+    forward_segments<Graph> out;
+    for (std::size_t i = 0; i + 1 < seg.size(); ++i) {
+        bool read_later = false;
+        for (auto c : ctx.index().consumers[seg.cut[i]]) read_later = read_later || ctx.position(c) >= ctx.boundary();
+        if (!read_later) continue;
+        out.end.push_back(seg.end[i]);
+        out.cut.push_back(seg.cut[i]);
+    }
+    out.end.push_back(seg.end.back());
+    return out;
+}
+
+/// `seg` with consecutive segments joined until each has at least
+/// `min_ops` forward ops (the last may have fewer).
+template <class Graph>
+forward_segments<Graph> join_segments(const forward_segments<Graph>& seg, std::size_t min_ops) {
+    forward_segments<Graph> out;
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i + 1 < seg.size(); ++i) {
+        if (seg.end[i] - begin < min_ops) continue;
+        out.end.push_back(seg.end[i]);
+        out.cut.push_back(seg.cut[i]);
+        begin = seg.end[i];
+    }
+    out.end.push_back(seg.end.back());
+    return out;
+}
+
 } // namespace memplan::detail
