@@ -1,4 +1,4 @@
-// The exact search on MiniMalloc's "challenging" benchmark (A-F, capacity
+// The exact search on MiniMalloc's "challenging" benchmark (A-F and J, capacity
 // 1,048,576): decision mode at that capacity, one run per instance. The
 // counters say whether a valid placement was found and how tight it is.
 #include <memplan/check/placement.hpp>
@@ -38,5 +38,6 @@ BENCHMARK_CAPTURE(bm_exact, C, std::string("C"))->Iterations(1)->Unit(benchmark:
 BENCHMARK_CAPTURE(bm_exact, D, std::string("D"))->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_exact, E, std::string("E"))->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_exact, F, std::string("F"))->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_exact, J, std::string("J"))->Iterations(1)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -233,7 +233,7 @@ public:
         count_.assign(in_.num_sections, 0);
         level_.assign(in_.num_sections, 0);
         for (std::uint32_t s = 0; s < in_.num_sections; ++s)
-            if (section_bound(s) > cap_) return exact_outcome::not_found;
+            if (section_exceeds(s)) return exact_outcome::not_found;
         std::vector<std::uint32_t> all;
         for (std::uint32_t b = 0; b < n; ++b) {
             if (open_nbrs_[b] == 0) { // alone in time: straight to its floor
@@ -428,7 +428,7 @@ private:
                 }
             }
             for (std::uint32_t s = nlo; s < nhi; ++s)
-                if (section_bound(s) > cap_) return false;
+                if (section_exceeds(s)) return false;
             alo = nlo;
             ahi = nhi;
         }
@@ -439,7 +439,10 @@ private:
     // at or above its min offset: stacking them by min offset (earliest
     // release first, optimal for one machine with release dates) adds the
     // gaps where nothing can start yet. A section without slack allows none.
-    std::uint64_t section_bound(std::uint32_t s) {
+    // Only whether it exceeds the capacity matters, and the release order is
+    // needed only when the lowest and highest min offsets disagree about it:
+    // the height lies between (lowest + total) and (highest + total).
+    bool section_exceeds(std::uint32_t s) {
         std::uint64_t m = std::numeric_limits<std::uint64_t>::max(), mx = 0, t = 0;
         for (auto c : in_.sec_bufs[s]) {
             if (placed_[c]) continue;
@@ -447,16 +450,24 @@ private:
             mx = std::max(mx, minoff_[c]);
             t += in_.size[c];
         }
-        if (t == 0) return 0;
-        if (m == mx || m + t > cap_) return m + t;
+        if (t == 0) return false;
+        if (m + t > cap_) return true;
+        if (mx + t <= cap_) return false;
+        // The height is the largest (min offset r + total of those at or
+        // above r) over the buffers (release dates on one machine), which
+        // can pass the capacity only for r > capacity - total: sort just those.
+        const std::uint64_t theta = cap_ - t;
         auto& v = release_;
         v.clear();
         for (auto c : in_.sec_bufs[s])
-            if (!placed_[c]) v.push_back({minoff_[c], in_.size[c]});
-        std::sort(v.begin(), v.end());
-        std::uint64_t at = m;
-        for (const auto& [r, z] : v) at = std::max(at, r) + z;
-        return at;
+            if (!placed_[c] && minoff_[c] > theta) v.push_back({minoff_[c], in_.size[c]});
+        std::sort(v.begin(), v.end(), std::greater<>());
+        std::uint64_t above = 0;
+        for (const auto& [r, z] : v) {
+            above += z;
+            if (r + above > cap_) return true;
+        }
+        return false;
     }
 
     // Places b at offset o; lifts the neighbours' min offsets, places any
@@ -484,7 +495,7 @@ private:
         }
         if (!ok) return false;
         for (std::uint32_t s = alo; s < ahi; ++s)
-            if (section_bound(s) > cap_) return false;
+            if (section_exceeds(s)) return false;
         if (!propagate_sums(alo, ahi)) return false;
         aff_lo_ = alo;
         aff_hi_ = ahi;
@@ -720,7 +731,7 @@ private:
             ahi = std::max(ahi, in_.hi[c]);
         }
         for (std::uint32_t s = alo; s < ahi; ++s)
-            if (section_bound(s) > cap_) return false;
+            if (section_exceeds(s)) return false;
         return alo >= ahi || propagate_sums(alo, ahi);
     }
 
