@@ -1,5 +1,6 @@
-// Several cheap placements, keep the lowest: greedy best-fit by size, by
-// lifetime, by area and by start time, then the online best-fit simulation.
+// Several cheap placements, keep the lowest: greedy best-fit by size (ties:
+// longer first), by lifetime, by area, by start time and by size again
+// (ties: earlier first), then the online best-fit simulation.
 // XLA's global decreasing best-fit does the same with two orders; no single
 // order wins on every instance. The passes are independent, so they run on
 // up to two threads (each with its own copy of the one interval tree
@@ -31,7 +32,7 @@ struct best_heuristic {
     /// and cannot be interrupted).
     memplan::deadline deadline{};
 
-    /// The lowest of the five placements (ties: the first in the order above).
+    /// The lowest of the six placements (ties: the first in the order above).
     /// Status `error` only when every pass overflows `Size`.
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
@@ -40,7 +41,7 @@ struct best_heuristic {
         const Size lb = lower_bound(p);
         const auto skeleton = detail::make_interval_tree(p);
 
-        constexpr std::size_t passes = 5;
+        constexpr std::size_t passes = 6;
         struct outcome {
             bool ok = false;
             Size size = 0;
@@ -59,6 +60,7 @@ struct best_heuristic {
             case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets); break;
             case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets); break;
             case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets); break;
+            case 4: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size_begin>(p), tree, o.offsets); break;
             default: {
                 auto online = online_best_fit{}.place(p);
                 o.ok = has_solution(online.status);

@@ -259,6 +259,79 @@ private:
 ///    lower bound or every lower height is proven impossible, else `feasible`
 ///    with the best height found in the time limit.
 /// Sizes are rounded up to the alignment; offsets are multiples of it.
+namespace detail {
+
+/// First time point at which the live total is largest (where the lower
+/// bound is attained).
+template <class Size>
+std::uint64_t peak_time(const basic_alloc_problem<Size>& p) {
+    std::vector<std::pair<std::uint64_t, long double>> ev;
+    ev.reserve(2 * p.items.size());
+    for (const auto& it : p.items)
+        if (it.size > 0 && it.begin < it.end) {
+            ev.push_back({it.begin, static_cast<long double>(it.size)});
+            ev.push_back({it.end, -static_cast<long double>(it.size)});
+        }
+    std::sort(ev.begin(), ev.end());
+    long double cur = 0, best = -1;
+    std::uint64_t at = 0;
+    for (std::size_t k = 0; k < ev.size();) {
+        const auto t = ev[k].first;
+        for (; k < ev.size() && ev[k].first == t; ++k) cur += ev[k].second;
+        if (cur > best) {
+            best = cur;
+            at = t;
+        }
+    }
+    return at;
+}
+
+/// Windows of time around one point: [begin, end) grown one event time at a
+/// time on alternate sides until at least so many live items intersect it.
+template <class Size>
+class time_windows {
+public:
+    explicit time_windows(const basic_alloc_problem<Size>& p) {
+        for (const auto& it : p.items)
+            if (it.size > 0 && it.begin < it.end) {
+                begins_.push_back(it.begin);
+                ends_.push_back(it.end);
+            }
+        std::sort(begins_.begin(), begins_.end());
+        std::sort(ends_.begin(), ends_.end());
+        times_ = begins_;
+        times_.insert(times_.end(), ends_.begin(), ends_.end());
+        std::sort(times_.begin(), times_.end());
+        times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
+    }
+    std::size_t live_items() const noexcept { return begins_.size(); }
+    /// Live items whose lifetime meets [a, b).
+    std::size_t count(std::uint64_t a, std::uint64_t b) const {
+        const auto starting_late = static_cast<std::size_t>(begins_.end() - std::lower_bound(begins_.begin(), begins_.end(), b));
+        const auto ended = static_cast<std::size_t>(std::upper_bound(ends_.begin(), ends_.end(), a) - ends_.begin());
+        return begins_.size() - starting_late - ended;
+    }
+    /// The smallest window around `center` (grown alternately) that at least
+    /// `items` live items meet.
+    std::pair<std::uint64_t, std::uint64_t> around(std::uint64_t center, std::size_t items) const {
+        if (times_.empty()) return {center, center + 1};
+        auto lo = static_cast<std::size_t>(std::upper_bound(times_.begin(), times_.end(), center) - times_.begin());
+        lo = lo > 0 ? lo - 1 : 0; // times_[lo] <= center
+        std::size_t hi = std::min(lo + 1, times_.size() - 1);
+        std::uint64_t a = times_[lo], b = std::max(times_[hi], a + 1);
+        for (bool left = true; count(a, b) < items && (lo > 0 || hi + 1 < times_.size()); left = !left) {
+            if ((left && lo > 0) || hi + 1 >= times_.size()) a = times_[--lo];
+            else b = times_[++hi];
+        }
+        return {a, b};
+    }
+
+private:
+    std::vector<std::uint64_t> begins_, ends_, times_;
+};
+
+} // namespace detail
+
 struct exact {
     static constexpr std::string_view name = "exact";
 
@@ -369,6 +442,17 @@ struct exact {
                 best[k] = static_cast<std::uint64_t>(h.offsets[prep.index[k]]) / align;
             best_height = detail::exact_height(in, best, align);
         }
+        // Large instances: exact windows around the peak, the rest placed
+        // around them (see `improve_by_windows`).
+        if (windows && best_height > proven_lb && in.num_buffers() >= 2 * first_window_items) {
+            std::vector<Size> off(problem.items.size(), Size{0});
+            for (std::size_t k = 0; k < prep.index.size(); ++k) off[prep.index[k]] = static_cast<Size>(best[k] * align);
+            if (improve_by_windows(problem, off, until.share(windows_share))) {
+                for (std::size_t k = 0; k < prep.index.size(); ++k)
+                    best[k] = static_cast<std::uint64_t>(off[prep.index[k]]) / align;
+                best_height = detail::exact_height(in, best, align);
+            }
+        }
         std::uint64_t lo = proven_lb, hi = best_height; // the answer lies in [lo, hi] unless a probe timed out
         bool first = true;
         auto within_gap = [&] {
@@ -400,6 +484,82 @@ struct exact {
     /// When a call that starts now must stop: `deadline`, or
     /// `time_limit_seconds` from now when that comes first.
     memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
+
+    /// On instances of at least twice `first_window_items` buffers, the
+    /// minimisation first improves the heuristics' placement by exact
+    /// windows around the peak (below), with `windows_share` of its time.
+    bool windows = true;
+    static constexpr std::size_t first_window_items = 512;
+    static constexpr double windows_share = 0.6;
+
+    /// Exact windows (ours, after the "solve windows around the peak and
+    /// stitch" idea of the offset-assignment issue): the items live in a
+    /// window of time around the peak of the live total, where the lower
+    /// bound is attained and a greedy pass loses most, are placed by the
+    /// search on the window alone (lifetimes clipped to it); then they are
+    /// pinned and greedy passes (by size, ties by start and by length) place
+    /// every other item around them. Two items that both meet the window and
+    /// overlap in time overlap inside it too, so the pinned items never
+    /// collide. Windows double their item count while the search keeps
+    /// finishing in its share of the time and while they hold at most half
+    /// the items. `offsets` (a valid placement) is replaced by a lower one
+    /// found; true when it was.
+    template <class Size>
+    bool improve_by_windows(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
+                            memplan::deadline until) const {
+        const Size lb = lower_bound(p);
+        Size best = placement_height(p, offsets);
+        if (best <= lb) return false;
+        const detail::time_windows<Size> tw(p);
+        const std::uint64_t center = detail::peak_time(p);
+        auto tree = detail::make_interval_tree(p);
+        std::vector<std::size_t> by_begin = detail::greedy_item_order<alloc_order::by_size_begin>(p);
+        std::vector<std::size_t> by_length = detail::greedy_item_order<alloc_order::by_size>(p);
+        bool improved = false;
+        std::uint64_t last_count = 0;
+        for (std::size_t items = first_window_items; 2 * items <= tw.live_items() && !until.expired(); items *= 2) {
+            const auto [a, b] = tw.around(center, items);
+            const std::size_t count = tw.count(a, b);
+            if (count == last_count) continue;
+            last_count = count;
+            basic_alloc_problem<Size> w;
+            w.alignment = p.alignment;
+            std::vector<std::size_t> index;
+            for (std::size_t i = 0; i < p.items.size(); ++i) {
+                auto it = p.items[i];
+                if (it.size == 0 || it.begin >= it.end || it.begin >= b || it.end <= a) continue;
+                it.begin = std::max(it.begin, a);
+                it.end = std::min(it.end, b);
+                w.items.push_back(it);
+                index.push_back(i);
+            }
+            // The larger windows that follow get more: this one a third of what is left.
+            exact inner;
+            inner.windows = false;
+            inner.deadline = until.share(1.0 / 3.0);
+            inner.time_limit_seconds = no_time_limit;
+            const auto r = inner.place(w);
+            if (!has_solution(r.status)) break; // the search ran out of time: larger windows will too
+            std::vector<char> pinned(p.items.size(), 0);
+            std::vector<Size> trial(p.items.size(), Size{0});
+            for (std::size_t k = 0; k < index.size(); ++k) {
+                pinned[index[k]] = 1;
+                trial[index[k]] = r.offsets[k];
+            }
+            for (const auto* order : {&by_begin, &by_length}) {
+                auto t = trial;
+                if (!detail::greedy_pass(p, *order, tree, t, &pinned)) continue;
+                const Size h = placement_height(p, t);
+                if (h < best) {
+                    best = h;
+                    offsets = std::move(t);
+                    improved = true;
+                }
+            }
+            if (best <= lb || r.status != memplan::status::optimal) break;
+        }
+        return improved;
+    }
 };
 
 /// The relative gap at which "auto" allocation (the best heuristic, then the
