@@ -53,20 +53,8 @@ struct best_heuristic {
         std::atomic<std::size_t> first_optimal{passes};
         std::atomic<std::size_t> next{0};
 
-        auto run_pass = [&](std::size_t k, detail::interval_tree<Size>& tree) {
+        auto finish_pass = [&](std::size_t k) {
             outcome& o = out[k];
-            switch (k) {
-            case 0: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size>(p), tree, o.offsets); break;
-            case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets); break;
-            case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets); break;
-            case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets); break;
-            case 4: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_size_begin>(p), tree, o.offsets); break;
-            default: {
-                auto online = online_best_fit{}.place(p);
-                o.ok = has_solution(online.status);
-                o.offsets = std::move(online.offsets);
-            }
-            }
             if (!o.ok) return;
             o.size = placement_height(p, o.offsets);
             if (o.size == lb) {
@@ -75,10 +63,42 @@ struct best_heuristic {
                 }
             }
         };
-        // Each worker takes the next pass not yet taken, in list order.
+        auto run_pass = [&](std::size_t k, detail::interval_tree<Size>& tree) {
+            outcome& o = out[k];
+            switch (k) {
+            case 0: { // both size orders: the second continues from the first's common prefix
+                const auto by_size = detail::greedy_item_order<alloc_order::by_size>(p);
+                o.ok = detail::greedy_pass(p, by_size, tree, o.offsets);
+                finish_pass(0);
+                if (!o.ok || first_optimal.load() <= 4 || deadline.expired()) return;
+                const auto by_begin = detail::greedy_item_order<alloc_order::by_size_begin>(p);
+                // Until the orders first differ both passes place the same items
+                // the same way: pinning those, the second pass places the rest.
+                std::size_t same = 0;
+                while (same < by_size.size() && by_size[same] == by_begin[same]) ++same;
+                std::vector<char> pinned(p.items.size(), 0);
+                for (std::size_t i = 0; i < same; ++i) pinned[by_size[i]] = 1;
+                out[4].offsets = o.offsets;
+                out[4].ok = detail::greedy_pass(p, by_begin, tree, out[4].offsets, &pinned);
+                finish_pass(4);
+                return;
+            }
+            case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets); break;
+            case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets); break;
+            case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets); break;
+            default: {
+                auto online = online_best_fit{}.place(p);
+                o.ok = has_solution(online.status);
+                o.offsets = std::move(online.offsets);
+            }
+            }
+            finish_pass(k);
+        };
+        // Each worker takes the next pass not yet taken, in list order (pass
+        // 4 runs inside pass 0).
         auto worker = [&](detail::interval_tree<Size>& tree) {
             for (std::size_t k; (k = next.fetch_add(1)) < passes;)
-                if (k < first_optimal.load() && (k == 0 || !deadline.expired())) run_pass(k, tree);
+                if (k != 4 && k < first_optimal.load() && (k == 0 || !deadline.expired())) run_pass(k, tree);
         };
 
         std::exception_ptr helper_error;

@@ -261,6 +261,27 @@ private:
 /// Sizes are rounded up to the alignment; offsets are multiples of it.
 namespace detail {
 
+/// How many pairs of live items overlap in time (the edges of the search's
+/// overlap graph), by a sweep: each item meets the ones live when it starts.
+template <class Size>
+std::uint64_t overlapping_pairs(const basic_alloc_problem<Size>& p) {
+    std::vector<std::uint64_t> begins, ends;
+    for (const auto& it : p.items)
+        if (it.size > 0 && it.begin < it.end) {
+            begins.push_back(it.begin);
+            ends.push_back(it.end);
+        }
+    std::sort(begins.begin(), begins.end());
+    std::sort(ends.begin(), ends.end());
+    std::uint64_t pairs = 0;
+    std::size_t ended = 0;
+    for (std::size_t i = 0; i < begins.size(); ++i) {
+        while (ended < ends.size() && ends[ended] <= begins[i]) ++ended;
+        pairs += i - ended; // started before, not yet ended
+    }
+    return pairs;
+}
+
 /// First time point at which the live total is largest (where the lower
 /// bound is attained).
 template <class Size>
@@ -364,11 +385,40 @@ struct exact {
                           "may try to fit it (a smaller alignment, or a heuristic allocator)";
             return res;
         }
+        const std::uint64_t cap = capacity ? capacity : static_cast<std::uint64_t>(problem.capacity);
+        auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+        // Minimisation: the heuristics first. At the bound nothing is left to
+        // search; and an instance whose overlaps are too many to build the
+        // search's graph in seconds gets exact windows (each a small instance
+        // of its own) instead of the whole search.
+        std::optional<basic_alloc_result<Size>> heuristic;
+        if (cap == 0) {
+            best_heuristic bh;
+            bh.deadline = until;
+            heuristic = bh.place(problem);
+            if (has_solution(heuristic->status) && heuristic->size <= res.bound) {
+                heuristic->seconds = elapsed();
+                return *heuristic;
+            }
+            const std::uint64_t pairs = detail::overlapping_pairs(problem);
+            if (has_solution(heuristic->status) && pairs > max_search_pairs) {
+                res.offsets = heuristic->offsets;
+                if (windows) improve_by_windows(problem, res.offsets, until);
+                res.size = placement_height(problem, res.offsets);
+                res.status = res.size <= res.bound ? memplan::status::optimal : memplan::status::feasible;
+                res.message = std::to_string(pairs) + " buffer pairs overlap in time, too many for the whole "
+                              "search: the heuristics and exact windows around the peak";
+                if (const auto why = detail::placement_fault(problem, res.offsets, Size{0})) {
+                    res.status = memplan::status::error;
+                    res.message = "exact: internal error, the placement found fails the placement check: " + *why;
+                }
+                res.seconds = elapsed();
+                return res;
+            }
+        }
         const auto prep = detail::exact_prepare(problem);
         const auto& in = prep.instance;
         const std::uint64_t align = prep.align;
-        const std::uint64_t cap = capacity ? capacity : static_cast<std::uint64_t>(problem.capacity);
-        auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
 
         std::uint64_t best_height = 0, proven_lb = res.bound;
         std::vector<std::uint64_t> best; // units
@@ -426,20 +476,24 @@ struct exact {
 
         // Minimisation: greedy upper bound, then decisions at the lower bound
         // and by bisection on [proven lower bound, best height).
-        best = detail::exact_greedy(in);
-        have_best = true;
-        best_height = detail::exact_height(in, best, align);
-        // The project's best heuristic usually starts lower than the greedy;
-        // it stops taking passes at the deadline, like the search after it.
-        best_heuristic heuristic;
-        heuristic.deadline = until;
-        const auto h = heuristic.place(problem);
+        // The project's best heuristic (above) usually starts lower than the
+        // search's own greedy, which needs the overlap graph: that one only
+        // where the graph is small, or when the heuristic's offsets do not
+        // fit the search's units.
+        const auto& h = *heuristic;
         const bool aligned = std::all_of(h.offsets.begin(), h.offsets.end(),
                                          [&](Size o) { return static_cast<std::uint64_t>(o) % align == 0; });
-        if (has_solution(h.status) && aligned && h.offsets.size() == problem.items.size() &&
-            static_cast<std::uint64_t>(h.size) < best_height) {
+        const bool usable = has_solution(h.status) && aligned && h.offsets.size() == problem.items.size();
+        if (!usable || in.num_buffers() <= small_instance) {
+            best = detail::exact_greedy(in);
+            have_best = true;
+            best_height = detail::exact_height(in, best, align);
+        }
+        if (usable && (!have_best || static_cast<std::uint64_t>(h.size) < best_height)) {
+            best.assign(in.num_buffers(), 0);
             for (std::size_t k = 0; k < prep.index.size(); ++k)
                 best[k] = static_cast<std::uint64_t>(h.offsets[prep.index[k]]) / align;
+            have_best = true;
             best_height = detail::exact_height(in, best, align);
         }
         // Large instances: exact windows around the peak, the rest placed
@@ -490,6 +544,12 @@ struct exact {
     /// windows around the peak (below), with `windows_share` of its time.
     bool windows = true;
     static constexpr std::size_t first_window_items = 512;
+    /// Minimisation builds the whole search (its overlap graph) only below
+    /// this many overlapping pairs (about 8 bytes each, and seconds to build
+    /// at 10^7); above, the heuristics and exact windows decide.
+    static constexpr std::uint64_t max_search_pairs = 8'000'000;
+    /// Up to this many buffers the search's own greedy runs beside the heuristics.
+    static constexpr std::size_t small_instance = 5000;
     static constexpr double windows_share = 0.6;
 
     /// Exact windows (ours, after the "solve windows around the peak and
