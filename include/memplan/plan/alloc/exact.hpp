@@ -261,27 +261,6 @@ private:
 /// Sizes are rounded up to the alignment; offsets are multiples of it.
 namespace detail {
 
-/// How many pairs of live items overlap in time (the edges of the search's
-/// overlap graph), by a sweep: each item meets the ones live when it starts.
-template <class Size>
-std::uint64_t overlapping_pairs(const basic_alloc_problem<Size>& p) {
-    std::vector<std::uint64_t> begins, ends;
-    for (const auto& it : p.items)
-        if (it.size > 0 && it.begin < it.end) {
-            begins.push_back(it.begin);
-            ends.push_back(it.end);
-        }
-    std::sort(begins.begin(), begins.end());
-    std::sort(ends.begin(), ends.end());
-    std::uint64_t pairs = 0;
-    std::size_t ended = 0;
-    for (std::size_t i = 0; i < begins.size(); ++i) {
-        while (ended < ends.size() && ends[ended] <= begins[i]) ++ended;
-        pairs += i - ended; // started before, not yet ended
-    }
-    return pairs;
-}
-
 /// First time point at which the live total is largest (where the lower
 /// bound is attained).
 template <class Size>
@@ -326,6 +305,17 @@ public:
         times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
     }
     std::size_t live_items() const noexcept { return begins_.size(); }
+    /// How many pairs of live items overlap in time (the edges of the
+    /// search's overlap graph): each item meets the ones live when it starts.
+    std::uint64_t overlapping_pairs() const {
+        std::uint64_t pairs = 0;
+        std::size_t ended = 0;
+        for (std::size_t i = 0; i < begins_.size(); ++i) {
+            while (ended < ends_.size() && ends_[ended] <= begins_[i]) ++ended;
+            pairs += i - ended; // started before, not yet ended
+        }
+        return pairs;
+    }
     /// Live items whose lifetime meets [a, b).
     std::size_t count(std::uint64_t a, std::uint64_t b) const {
         const auto starting_late = static_cast<std::size_t>(begins_.end() - std::lower_bound(begins_.begin(), begins_.end(), b));
@@ -400,7 +390,7 @@ struct exact {
                 heuristic->seconds = elapsed();
                 return *heuristic;
             }
-            const std::uint64_t pairs = detail::overlapping_pairs(problem);
+            const std::uint64_t pairs = detail::time_windows<Size>(problem).overlapping_pairs();
             if (has_solution(heuristic->status) && pairs > max_search_pairs) {
                 res.offsets = heuristic->offsets;
                 if (windows) improve_by_windows(problem, res.offsets, until);
