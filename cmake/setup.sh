@@ -22,7 +22,8 @@ packages=(cmake ninja-build g++ pkg-config
           libglpk-dev coinor-libcbc-dev libeigen3-dev
           libjemalloc-dev libmimalloc-dev)
 # The test suite fuzzes the readers with libFuzzer, which comes with clang.
-if [ "$mode" = test ]; then packages+=(clang libclang-rt-14-dev); fi
+# The PyTorch frontend's tests (python/) run in a virtual environment under build/.
+if [ "$mode" = test ]; then packages+=(clang libclang-rt-14-dev python3-venv); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,6 +41,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   "${apt[@]}" update -qq
   "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# PyTorch and the test tools for the frontend, into build/venv (once; reused while it imports). The
+# download (several GB with PyTorch's CUDA libraries) runs while the C++ side builds.
+venv_pid=
+if [ "$mode" = test ]; then
+  mkdir -p build
+  if ! build/venv/bin/python -c "import torch, torchvision, pytest, numpy" 2>/dev/null; then
+    echo "memplan: installing PyTorch, torchvision, pytest, numpy into build/venv (pip)"
+    ( python3 -m venv build/venv &&
+      build/venv/bin/pip install -q --disable-pip-version-check torch torchvision pytest numpy ) \
+      > build/venv-install.log 2>&1 &
+    venv_pid=$!
+  fi
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -71,6 +86,15 @@ case "$mode" in
     # Every public header must compile on its own (CMake's header-set check).
     cmake --build build -j "$jobs" --target all_verify_interface_header_sets
     ctest --test-dir build --output-on-failure -j "$jobs"
+    # The PyTorch frontend (python/memplan_torch): installed with pip from the repository, tested with
+    # pytest against the memplan command just built.
+    if [ -n "$venv_pid" ] && ! wait "$venv_pid"; then
+      cat build/venv-install.log >&2
+      echo "memplan: error: installing PyTorch into build/venv failed" >&2
+      exit 1
+    fi
+    build/venv/bin/pip install -q --disable-pip-version-check --no-deps ./python
+    (cd python && MEMPLAN="$root/build/bin/memplan" "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider tests)
     # The unit and solver tests again under ASan + UBSan (build/asan).
     bash tests/sanitizers/run.sh
     # The readers under libFuzzer (ASan + UBSan): the regression seeds, then 30 s of fuzzing each.

@@ -1,0 +1,130 @@
+"""The C++ side, through the `memplan` command and the JSON formats.
+
+The command is found, in this order, at ``$MEMPLAN`` (a path), on ``PATH``, or in
+the repository's ``build/bin/`` (when the package runs from a checkout).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+
+
+class MemplanError(RuntimeError):
+    """The memplan command failed; the message is its own."""
+
+
+class Infeasible(MemplanError):
+    """No schedule fits the budget: the message names the memory and the op that needs it."""
+
+
+class NoPlan(MemplanError):
+    """The planner found no plan within its time limit."""
+
+
+def executable() -> str:
+    env = os.environ.get("MEMPLAN")
+    if env:
+        if not os.access(env, os.X_OK):
+            raise MemplanError(f"$MEMPLAN is '{env}', which is not an executable file")
+        return env
+    found = shutil.which("memplan")
+    if found:
+        return found
+    here = pathlib.Path(__file__).resolve()
+    for root in here.parents:
+        cand = root / "build" / "bin" / "memplan"
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    raise MemplanError("the memplan command was not found: set $MEMPLAN, put it on PATH, "
+                       "or build the repository (bash cmake/setup.sh build)")
+
+
+def run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run([executable(), *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        msg = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        msg = re.sub(r"^memplan: (error: |infeasible: )?", "", msg)
+        if p.returncode == 4:
+            raise Infeasible(msg)
+        if p.returncode == 1 and "budget" in args:
+            raise NoPlan(msg)
+        raise MemplanError(f"memplan {args[0]}: {msg}")
+    return p
+
+
+def write_json(obj, path) -> None:
+    """Atomically: a temporary file beside `path`, then a rename."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def format_budget(budget) -> str:
+    """0.5 -> '50%' (of the store-all arena); '2GB', '7.5GiB', 123 -> bytes as memplan reads them."""
+    if isinstance(budget, float):
+        if not 0 < budget <= 1:
+            raise ValueError(f"budget {budget}: a fraction must be in (0, 1] (of the store-all arena)")
+        return f"{budget * 100:.6g}%"
+    if isinstance(budget, int):
+        if budget <= 0:
+            raise ValueError(f"budget {budget}: bytes must be positive")
+        return str(budget)
+    if isinstance(budget, str) and budget.strip():
+        return budget.strip()
+    raise ValueError(f"budget {budget!r}: expected a fraction (0.5), bytes (int) or a string ('2GB', '40%')")
+
+
+def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0,
+         extra: list[str] | None = None) -> tuple[dict, str]:
+    """memplan's plan of `graph` (under `budget` when given, see format_budget): the plan dict and
+    the command's report (stdout)."""
+    with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
+        gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
+        write_json(graph, gpath)
+        args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}"]
+        if budget is not None:
+            args += ["--budget", format_budget(budget), "--remat", remat]
+        args += extra or []
+        p = run(args)
+        with open(ppath) as f:
+            return json.load(f), p.stdout
+
+
+def check(graph: dict, plan_: dict) -> tuple[bool, str]:
+    """`memplan check`: (valid, its report)."""
+    with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
+        gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
+        write_json(graph, gpath)
+        write_json(plan_, ppath)
+        p = run(["check", gpath, ppath], check=False)
+        if p.returncode not in (0, 1):
+            raise MemplanError(f"memplan check: {p.stderr.strip()}")
+        return p.returncode == 0, (p.stdout + p.stderr).strip()
+
+
+def stats(graph: dict) -> dict:
+    """`memplan stats` as numbers: lower bounds (bytes), persistent bytes, op counts."""
+    with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
+        gpath = os.path.join(d, "graph.json")
+        write_json(graph, gpath)
+        out = run(["stats", gpath]).stdout
+    res = {}
+    for key, label in (("lb_default", "LB, default schedule"), ("lb_any", "LB, any schedule"),
+                       ("persistent", "persistent bytes"), ("total", "total tensor bytes")):
+        m = re.search(re.escape(label) + r":.*\((\d+) bytes\)", out)
+        if m:
+            res[key] = int(m.group(1))
+    res["text"] = out
+    return res

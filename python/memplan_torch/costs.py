@@ -1,0 +1,120 @@
+"""Cost models for exported graphs: the same three the C++ side has.
+
+``roofline:DEVICE`` and ``fused:DEVICE`` mirror ``include/memplan/cost/model.hpp``
+and ``cost/device.hpp`` formula for formula (the device table is copied here and
+checked against the C++ one by ``tests/test_costs.py``): an op costs
+max(flops / rate, bytes moved / bandwidth) microseconds, with the matrix rate for
+matrix products and the other rate otherwise; under ``fused`` a point-wise op is
+folded into the kernel of its producer and pays only its arithmetic and the
+reads that no producer hands it. ``measured`` (``measured:cpu``) runs the joint
+graph on this machine node by node and records each op's median time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+# cost/device.hpp: name -> (matrix flop/s, other flop/s, bytes/s)
+DEVICES = {
+    "v100": (15.7e12, 15.7e12, 0.9e12),
+    "h200": (400e12, 60e12, 4.3e12),
+}
+
+MATMUL, OTHER, POINTWISE = "matmul", "other", "pointwise"
+
+
+@dataclasses.dataclass
+class OpWork:
+    """What one op does (cost::op_work)."""
+    kind: str = OTHER
+    flops: float = 0.0
+    bytes_read: float = 0.0
+    bytes_written: float = 0.0
+    producer_bytes: float = 0.0
+
+
+def roofline_us(device: str, kind: str, flops: float, nbytes: float) -> float:
+    mm, other, bw = DEVICES[device]
+    rate = mm if kind == MATMUL else other
+    return max(flops / rate, nbytes / bw) * 1e6
+
+
+def parse(spec: str) -> tuple[str, str]:
+    """'roofline:v100' -> ('roofline', 'v100'); 'measured' / 'measured:cpu' -> ('measured', 'cpu')."""
+    kind, _, device = spec.partition(":")
+    if kind == "measured":
+        if device not in ("", "cpu"):
+            raise ValueError(f"cost model '{spec}': measured costs are taken on this machine's CPU ('measured:cpu')")
+        return "measured", "cpu"
+    if kind not in ("roofline", "fused"):
+        raise ValueError(f"unknown cost model '{spec}': expected roofline:DEVICE, fused:DEVICE or measured[:cpu]")
+    device = device or "v100"
+    if device not in DEVICES:
+        raise ValueError(f"cost model '{spec}': unknown device '{device}' (known: {', '.join(DEVICES)})")
+    return kind, device
+
+
+def model_us(spec: str, w: OpWork) -> float:
+    """The time of `w` in microseconds under roofline:DEVICE or fused:DEVICE."""
+    kind, device = parse(spec)
+    if kind == "fused" and w.kind == POINTWISE:
+        return roofline_us(device, w.kind, w.flops, max(0.0, w.bytes_read - w.producer_bytes))
+    if kind == "measured":
+        raise ValueError("measured costs come from running the graph (measure_node_times), not from a formula")
+    return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written)
+
+
+class _TimingInterpreter(torch.fx.Interpreter):
+    def __init__(self, gm, times: dict):
+        super().__init__(gm, garbage_collect_values=True)
+        self.times = times
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        t0 = time.perf_counter()
+        out = super().run_node(n)
+        self.times.setdefault(n.name, []).append((time.perf_counter() - t0) * 1e6)
+        return out
+
+
+def measure_node_times(gm: torch.fx.GraphModule, args: list, repeats: int = 3,
+                       progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Median microseconds of every call_function node of `gm`, run `repeats` times on `args`
+    (after one warm-up run). Random nodes run with a fixed seed so every run does the same work."""
+    times: dict[str, list[float]] = {}
+    with torch.no_grad():
+        for r in range(repeats + 1):
+            if progress:
+                progress(f"measuring costs: run {r + 1} of {repeats + 1}")
+            sink: dict = {}
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                _TimingInterpreter(gm, sink).run(*args)
+            if r > 0:
+                for k, v in sink.items():
+                    times.setdefault(k, []).extend(v)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def measure_update_us(param: torch.Tensor, optimizer: str, repeats: int = 5) -> float:
+    """Median microseconds of one optimizer update of a tensor shaped like `param` on this machine
+    (SGD: w -= lr * g; Adam: both moments, the bias-corrected step), on scratch copies."""
+    w = torch.zeros_like(param, device="cpu").requires_grad_(False)
+    g = torch.ones_like(w)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    samples = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        if optimizer == "adam":
+            m.mul_(0.9).add_(g, alpha=0.1)
+            v.mul_(0.999).addcmul_(g, g, value=0.001)
+            w.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+        else:
+            w.add_(g, alpha=-0.1)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples[1:])

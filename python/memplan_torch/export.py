@@ -1,0 +1,524 @@
+"""Export a PyTorch training step as a ``memplan.graph``.
+
+The step is traced by aot_autograd (``aot_export_module(..., trace_joint=True)``)
+into one functional ATen graph holding the forward, the backward and nothing
+else; every node carries its output's fake value (shape, dtype, storage). From
+it:
+
+- **Buffers, not values.** A memplan tensor is one storage. Views and aliases
+  (``view``, ``t``, ``permute``, ``expand``, ``alias``, ``getitem`` of a
+  multi-output op, ``_unsafe_view``) share their base's storage (the fake
+  values say so) and are not tensors of their own; a copy that a reshape forces
+  (``clone`` then ``_unsafe_view``) is. Every op that creates a storage is a
+  memplan op producing it; ops whose outputs are all views are not ops (they
+  cost nothing and are recomputed freely by the executor).
+- **Phases.** Ops that the loss or the mutated buffers depend on are
+  ``forward``; the rest of the joint graph is ``backward``; the optimizer adds
+  one ``update`` op per parameter (SGD reads the weight and its gradient; Adam
+  also its two moments, persistent, and a weight-sized temporary).
+- **Persistent**: parameters (tied ones once: aot_autograd lifts a shared
+  parameter once), buffers, optimizer state, and the step's inputs (the caller
+  holds them for the whole step).
+- **Mutated inputs.** The functional graph returns batch-norm's new running
+  statistics as outputs, copied into the buffers after the step: they are
+  graph ``outputs``, and a recomputed batch norm produces them again without
+  touching the buffers.
+- **Random ops** (ATen tag ``nondeterministic_seeded``: dropout, ``rand``...)
+  read a seed tensor of their own (8 bytes, a graph input) and carry
+  ``"random": true``: any plan that recomputes one keeps its seed, and the
+  executor (``memplan_torch.compile``) replays that seed, so a recomputed mask
+  is the mask of the forward.
+- **Costs**: ``roofline:DEVICE`` or ``fused:DEVICE`` from each op's FLOPs
+  (PyTorch's flop counter on meta tensors) and bytes, as the C++ cost models
+  compute them, or ``measured:cpu``, each node timed on this machine.
+
+No variants are offered: the backward ops of the joint graph already read what
+ATen's derivative formulas read (ReLU's backward reads its output,
+``threshold_backward``), and a batch-norm backward from its output would need a
+kernel ATen does not have.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from . import costs as _costs
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+class ExportError(ValueError):
+    """The model or its step cannot be exported (the message names the node or argument)."""
+
+
+def _tensors_of(val) -> list:
+    """The tensors (or None) of a node's value, flattened: a tensor, or a tuple/list of them."""
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        out = []
+        for v in val:
+            out.extend(_tensors_of(v) if isinstance(v, (tuple, list)) else [v if isinstance(v, torch.Tensor) else None])
+        return out
+    return []
+
+
+def _key(t: torch.Tensor):
+    return StorageWeakRef(t.untyped_storage()).cdata
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return int(t.untyped_storage().nbytes())
+
+
+def _view_bytes(t: torch.Tensor) -> int:
+    return min(t.numel() * t.element_size(), _nbytes(t))
+
+
+@dataclasses.dataclass
+class Joint:
+    """The traced step: aot_autograd's joint graph and what each placeholder and output is."""
+    gm: torch.fx.GraphModule
+    params: dict            # placeholder name -> parameter FQN
+    buffers: dict           # placeholder name -> buffer FQN
+    inputs: list            # placeholder names of the step's inputs, in order
+    loss: str               # node name of the loss
+    seed: str | None        # node name of the backward's seed (ones_like of the loss)
+    mutations: dict         # output node name -> buffer FQN it is copied into
+    grads: dict             # output node name -> parameter FQN
+    param_tensors: dict     # FQN -> the module's parameter
+    buffer_tensors: dict    # FQN -> the module's buffer
+
+
+class _Step(torch.nn.Module):
+    def __init__(self, model, loss_fn, n_inputs):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.n_inputs = n_inputs
+
+    def forward(self, *args):
+        out = self.model(*args[: self.n_inputs])
+        loss = self.loss_fn(out, *args[self.n_inputs:])
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ExportError("loss_fn must return a tensor with one element (the loss)")
+        return (loss.reshape(()),)
+
+
+def _strip(fqn: str) -> str:
+    return fqn[len("model."):] if fqn.startswith("model.") else fqn
+
+
+def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable, targets: Sequence = ()) -> Joint:
+    """Trace one training step (forward, loss, backward) of `model` into aot_autograd's joint graph."""
+    from torch._functorch.aot_autograd import aot_export_module
+
+    example_inputs = tuple(example_inputs)
+    targets = tuple(targets)
+    step = _Step(model, loss_fn, len(example_inputs))
+    was_training = model.training
+    model.train()
+    try:
+        gm, sig = aot_export_module(step, example_inputs + targets, trace_joint=True, output_loss_index=0)
+    except ExportError:
+        raise
+    except Exception as e:  # aot_autograd reports unsupported code with its own exceptions
+        raise ExportError(f"aot_autograd could not trace the training step: {type(e).__name__}: {e}") from e
+    finally:
+        model.train(was_training)
+    named_p = dict(step.named_parameters(remove_duplicate=False))
+    named_b = dict(step.named_buffers(remove_duplicate=False))
+    # aot_export_module's fake values do not share storages between a view and its base; propagate
+    # fresh fake values through the graph so that they do (what a run on real tensors would do).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    mode = FakeTensorMode(allow_non_fake_inputs=False)
+    real = []
+    it = iter(example_inputs + targets)
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        if n.name in sig.inputs_to_parameters:
+            real.append(named_p[sig.inputs_to_parameters[n.name]])
+        elif n.name in sig.inputs_to_buffers:
+            real.append(named_b[sig.inputs_to_buffers[n.name]])
+        else:
+            real.append(next(it))
+    with torch.no_grad():
+        FakeTensorProp(gm, mode).propagate(*[mode.from_tensor(t.detach()) for t in real])
+    loss = sig.user_outputs[0]
+    seed = None
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.ones_like.default and n.args and \
+                getattr(n.args[0], "name", None) == loss:
+            seed = n.name
+            break
+    return Joint(
+        gm=gm,
+        params={k: _strip(v) for k, v in sig.inputs_to_parameters.items()},
+        buffers={k: _strip(v) for k, v in sig.inputs_to_buffers.items()},
+        inputs=list(sig.user_inputs),
+        loss=loss,
+        seed=seed,
+        mutations={k: _strip(v) for k, v in sig.buffers_to_mutate.items()},
+        grads={k: _strip(v) for k, v in sig.backward_signature.gradients_to_parameters.items()},
+        param_tensors={_strip(k): v for k, v in named_p.items()},
+        buffer_tensors={_strip(k): v for k, v in named_b.items()},
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# From the joint graph to buffers and ops
+
+
+@dataclasses.dataclass
+class Mapping:
+    """How the memplan graph's names map onto the joint graph (what the executor needs)."""
+    tensor_of: dict          # fx node name -> list of memplan tensor names it holds (storages)
+    members: dict            # memplan tensor name -> fx node names whose value lives in it
+    op_node: dict            # memplan op name -> fx node name (forward/backward ops)
+    op_phase: dict           # memplan op name -> phase
+    random_ops: list         # memplan op names of random ops
+    seed_tensor: dict        # memplan op name (random) -> seed tensor name
+    update_ops: dict         # memplan op name -> parameter FQN (update phase)
+
+
+def _is_random(n: torch.fx.Node) -> bool:
+    tags = getattr(n.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def _is_inplace(n: torch.fx.Node) -> bool:
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def _kind_and_flops(n: torch.fx.Node, out_tensors: list) -> tuple[str, float]:
+    """The op's compute kind and FLOPs: PyTorch's flop counter on meta copies of its inputs;
+    ops it does not count (point-wise, reductions, copies) do one flop per output element."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def meta(v):
+        if isinstance(v, torch.fx.Node):
+            v = v.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+        if isinstance(v, (list, tuple)):
+            return type(v)(meta(x) for x in v)
+        return v
+
+    flops = 0
+    packet = getattr(n.target, "overloadpacket", None)
+    from torch.utils.flop_counter import flop_registry
+    if packet in flop_registry:
+        try:
+            counter = FlopCounterMode(display=False)
+            with counter:
+                n.target(*meta(list(n.args)), **{k: meta(v) for k, v in n.kwargs.items()})
+            flops = counter.get_total_flops()
+        except Exception:
+            flops = 0
+    if flops > 0:
+        return _costs.MATMUL, float(flops)
+    elems = float(sum(t.numel() for t in out_tensors if t is not None))
+    pointwise = torch.Tag.pointwise in getattr(n.target, "tags", ())
+    return (_costs.POINTWISE if pointwise else _costs.OTHER), elems
+
+
+def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100", name: str = "model",
+                measured: dict | None = None, workspaces: dict | None = None) -> tuple[dict, Mapping]:
+    """The memplan.graph (a dict ready for JSON) of `joint`, and how its names map onto the joint graph.
+    `measured`: node name -> microseconds, required when `cost` is 'measured:cpu'."""
+    if optimizer not in OPTIMIZERS:
+        raise ExportError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
+    cost_kind, _device = _costs.parse(cost)
+    if cost_kind == "measured" and measured is None:
+        raise ExportError("cost 'measured:cpu' needs measured node times (memplan_torch.costs.measure_node_times)")
+    graph = joint.gm.graph
+    nodes = list(graph.nodes)
+    by_name = {n.name: n for n in nodes}
+    output_node = nodes[-1]
+
+    # Forward: what the loss and the mutated buffers depend on.
+    forward = set()
+    stack = [by_name[joint.loss]] + [by_name[k] for k in joint.mutations]
+    while stack:
+        n = stack.pop()
+        if n.name in forward:
+            continue
+        forward.add(n.name)
+        stack.extend(n.all_input_nodes)
+
+    tensors: list[dict] = []
+    tensor_index: dict[str, int] = {}
+    storage_name: dict = {}           # storage key -> memplan tensor name
+    tensor_of: dict[str, list] = {}
+    members: dict[str, list] = {}
+    ops: list[dict] = []
+    op_node, op_phase = {}, {}
+    random_ops, seed_tensor, update_ops = [], {}, {}
+    produced_by_op: set = set()       # memplan tensors some op produces
+    used_names: set = set()
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in used_names:
+            k += 1
+            name = f"{base}#{k}"
+        used_names.add(name)
+        return name
+
+    def add_tensor(name: str, nbytes: int, persistent: bool = False) -> str:
+        name = unique(name)
+        entry = {"name": name, "bytes": int(nbytes)}
+        if persistent:
+            entry["persistent"] = True
+        tensor_index[name] = len(tensors)
+        tensors.append(entry)
+        members[name] = []
+        return name
+
+    def getitem_users(n):
+        users = {}
+        for u in n.users:
+            if u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int):
+                users[u.args[1]] = u
+        return users
+
+    n_params = 0
+    for n in nodes:
+        if n.op == "output":
+            continue
+        vals = _tensors_of(n.meta.get("val"))
+        if n.op == "placeholder":
+            t = vals[0] if vals else None
+            if t is None:
+                raise ExportError(f"placeholder '{n.name}' has no tensor value")
+            if n.name in joint.params:
+                label, persistent = joint.params[n.name], True
+                n_params += t.numel()
+            elif n.name in joint.buffers:
+                label, persistent = joint.buffers[n.name], True
+            else:
+                label, persistent = f"input{joint.inputs.index(n.name)}" if n.name in joint.inputs else n.name, True
+            k = _key(t)
+            if k in storage_name:  # two placeholders on one storage (a tied weight): one buffer
+                tname = storage_name[k]
+                if n.name in joint.params:
+                    n_params -= t.numel()
+            else:
+                tname = add_tensor(label, _nbytes(t), persistent)
+                storage_name[k] = tname
+            tensor_of[n.name] = [tname]
+            members[tname].append(n.name)
+            continue
+        if n.op != "call_function":
+            raise ExportError(f"node '{n.name}': unsupported FX node kind '{n.op}' in the joint graph")
+        new = [(i, t) for i, t in enumerate(vals) if t is not None and _key(t) not in storage_name]
+        held = []
+        is_op = bool(new) or _is_inplace(n) or _is_random(n)
+        if not is_op:
+            # A view, an alias or a getitem: its value lives in storages that exist already.
+            for t in vals:
+                if t is not None:
+                    held.append(storage_name[_key(t)])
+            tensor_of[n.name] = sorted(set(held), key=held.index)
+            for tname in tensor_of[n.name]:
+                members[tname].append(n.name)
+            continue
+        gi = getitem_users(n)
+        outs = []
+        multi = isinstance(n.meta.get("val"), (tuple, list))
+        for i, t in new:
+            base = gi[i].name if multi and i in gi else (f"{n.name}.{i}" if multi else n.name)
+            tname = add_tensor(base, _nbytes(t))
+            storage_name[_key(t)] = tname
+            outs.append(tname)
+            produced_by_op.add(tname)
+        for t in vals:
+            if t is not None:
+                held.append(storage_name[_key(t)])
+        tensor_of[n.name] = sorted(set(held), key=held.index)
+        if not multi:
+            for tname in tensor_of[n.name]:
+                members[tname].append(n.name)
+        ins = []
+        in_vals = []
+        for a in n.all_input_nodes:
+            for tname in tensor_of.get(a.name, []):
+                if tname not in ins and tname not in outs:
+                    ins.append(tname)
+            in_vals.extend(v for v in _tensors_of(a.meta.get("val")) if v is not None)
+        opname = unique(n.name) if n.name in used_names else n.name
+        used_names.add(opname)
+        phase = "forward" if n.name in forward else "backward"
+        op = {"name": opname, "inputs": ins, "outputs": outs, "phase": phase,
+              "aten": str(n.target)}
+        if _is_random(n):
+            seed = add_tensor(f"{n.name}.seed", 8)
+            op["inputs"] = ins + [seed]
+            op["random"] = True
+            random_ops.append(opname)
+            seed_tensor[opname] = seed
+        out_ts = [t for _, t in new]
+        kind, flops = _kind_and_flops(n, out_ts)
+        read = float(sum(_view_bytes(v) for v in in_vals))
+        producer = float(sum(_view_bytes(v) for a in n.all_input_nodes if a.op != "placeholder"
+                             for v in _tensors_of(a.meta.get("val")) if v is not None))
+        work = _costs.OpWork(kind=kind, flops=flops, bytes_read=read,
+                             bytes_written=float(sum(_view_bytes(t) for t in out_ts)), producer_bytes=producer)
+        if cost_kind == "measured":
+            op["cost"] = float(measured.get(n.name, 0.0))
+        else:
+            op["cost"] = _costs.model_us(cost, work)
+        op["flops"] = flops if kind == _costs.MATMUL else 0.0
+        if workspaces and workspaces.get(n.name, 0) > 0:
+            op["workspace"] = int(workspaces[n.name])
+        ops.append(op)
+        op_node[opname] = n.name
+        op_phase[opname] = phase
+
+    # The optimizer: one update op per parameter with a gradient.
+    # A tied weight lifted under several names has one gradient per name (autograd sums them): one
+    # update reads them all.
+    param_tensor = {fqn: tensor_of[ph][0] for ph, fqn in joint.params.items()}
+    grads_of: dict = {}
+    for node, fqn in joint.grads.items():
+        tname = param_tensor.get(fqn) or param_tensor.get(joint.params.get(fqn, ""), None)
+        if tname is None:
+            continue
+        grads_of.setdefault(tname, []).extend(tensor_of[node])
+    fqn_of = {}
+    for ph, fqn in joint.params.items():
+        fqn_of.setdefault(param_tensor[fqn], fqn)
+    for ptensor, fqn in fqn_of.items():
+        if ptensor not in grads_of:
+            continue
+        p = tensors[tensor_index[ptensor]]
+        ins = [ptensor] + [g for g in dict.fromkeys(grads_of[ptensor]) if g != ptensor]
+        nb = p["bytes"]
+        workspace = 0
+        moved = 3.0 * nb
+        if optimizer == "adam":
+            m = add_tensor(f"{fqn}.exp_avg", nb, True)
+            v = add_tensor(f"{fqn}.exp_avg_sq", nb, True)
+            ins += [m, v]
+            workspace = nb
+            moved = 7.0 * nb
+        work = _costs.OpWork(kind=_costs.POINTWISE, flops=nb / 4.0 * (10 if optimizer == "adam" else 2),
+                             bytes_read=moved * 2 / 3, bytes_written=moved / 3)
+        opname = unique(f"update.{fqn}")
+        if cost_kind == "measured":
+            us = _costs.measure_update_us(joint.param_tensors[fqn], optimizer)
+        else:
+            us = _costs.model_us(cost, work)
+        op = {"name": opname, "inputs": ins, "outputs": [], "phase": "update", "cost": us}
+        if workspace:
+            op["workspace"] = int(workspace)
+        ops.append(op)
+        update_ops[opname] = fqn
+        op_phase[opname] = "update"
+
+    outs = []
+    # Gradients are outputs too: autograd hands them to `.grad`, and the optimizer reads them after the
+    # backward (``loss.backward(); opt.step()``), so no plan may free one at an early update op.
+    for a in [by_name[joint.loss]] + [by_name[k] for k in joint.mutations] + [by_name[k] for k in joint.grads]:
+        for tname in tensor_of[a.name]:
+            if tname not in outs:
+                outs.append(tname)
+
+    for op in ops:
+        op["cost"] = float(op["cost"]) if math.isfinite(op["cost"]) else 0.0
+    g = {
+        "format": "memplan.graph",
+        "version": 1,
+        "name": name,
+        "cost_unit": "us",
+        "cost_model": cost,
+        "tensors": tensors,
+        "ops": ops,
+        "outputs": outs,
+        "memplan_torch": {
+            "torch": torch.__version__,
+            "parameters": int(n_params),
+            "optimizer": optimizer,
+            "loss": tensor_of[joint.loss][0],
+        },
+    }
+    _ = output_node
+    return g, Mapping(tensor_of=tensor_of, members=members, op_node=op_node, op_phase=op_phase,
+                      random_ops=random_ops, seed_tensor=seed_tensor, update_ops=update_ops)
+
+
+def _default_loss(out, *targets):
+    if targets:
+        t = targets[0]
+        if out.dim() > 2:
+            return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), t.reshape(-1))
+        return torch.nn.functional.cross_entropy(out, t)
+    return out.float().sum()
+
+
+def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable | None = None,
+           optimizer: str = "sgd", targets: Sequence = (), cost: str = "roofline:v100", name: str | None = None,
+           workspace: str = "cpu", progress: Callable[[str], None] | None = None) -> dict:
+    """The training step of `model` on `example_inputs` as a memplan.graph (a dict; write it with json.dump).
+
+    The step is ``loss_fn(model(*example_inputs), *targets)``, its backward, and `optimizer`'s update
+    ("sgd" or "adam"). ``loss_fn`` defaults to cross-entropy against ``targets[0]`` (a sum without targets).
+    ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE" or "measured:cpu".
+    ``workspace``: "cpu" (default): each op's temporaries, measured by running the step once on this
+    machine's CPU under the profiler (what the op allocates beyond its outputs); "none": no workspaces."""
+    return export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace,
+                               progress)[0]
+
+
+def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), cost="roofline:v100",
+                        name=None, workspace="cpu", progress=None):
+    """`export`, and also the traced joint graph and the name mapping (what `compile` runs)."""
+    loss_fn = loss_fn or _default_loss
+    _costs.parse(cost)
+    if optimizer not in OPTIMIZERS:
+        raise ExportError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
+    if progress:
+        progress("tracing the training step (aot_autograd)")
+    joint = trace(model, example_inputs, loss_fn, targets)
+    if workspace not in ("cpu", "none"):
+        raise ExportError(f"workspace '{workspace}': expected 'cpu' (measured) or 'none'")
+    measured = workspaces = None
+    args = placeholder_values(joint, tuple(example_inputs) + tuple(targets))
+    if _costs.parse(cost)[0] == "measured":
+        measured = _costs.measure_node_times(joint.gm, args, progress=progress)
+    if workspace == "cpu":
+        from .measure import node_workspaces
+        if progress:
+            progress("measuring workspaces (one profiled run)")
+        workspaces = node_workspaces(joint.gm, args)
+    name = name or f"{type(model).__name__.lower()}-train"
+    g, mapping = build_graph(joint, optimizer, cost, name, measured, workspaces)
+    g["memplan_torch"]["workspace"] = "measured:cpu" if workspace == "cpu" else "none"
+    return g, joint, mapping
+
+
+def placeholder_values(joint: Joint, step_inputs: Sequence) -> list:
+    """The joint graph's arguments: parameters, buffers, then the step's inputs, in placeholder order."""
+    args = []
+    it = iter(step_inputs)
+    for n in joint.gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        if n.name in joint.params:
+            args.append(joint.param_tensors[joint.params[n.name]].detach())
+        elif n.name in joint.buffers:
+            args.append(joint.buffer_tensors[joint.buffers[n.name]])
+        else:
+            args.append(next(it))
+    return args

@@ -1,0 +1,259 @@
+"""Train in PyTorch with memplan's plan.
+
+``compile(model, budget, example_inputs, targets=...)`` exports the training step,
+asks memplan for a plan under the budget, and returns a module whose call runs
+the step as planned: an ``autograd.Function`` whose forward runs the plan's steps
+up to the backward's seed and keeps exactly the buffers the plan keeps past that
+point, and whose backward runs the rest of the plan in its order, recomputing
+what the plan recomputes. Both halves run the joint graph's ATen nodes eagerly
+(no code generation); a value is dropped at the step where its buffer ends in
+the plan, so what is alive is what the plan says. The optimizer's update ops are
+the user's optimizer (``opt.step()``), which updates ``.grad`` as usual.
+
+This is the partition that aot_autograd's ``partition_fn`` makes (a forward that
+saves a set of tensors, a backward that recomputes the rest), with memplan's
+choice of the set and of the backward's order; it is run by a small interpreter
+here rather than through ``aot_function``, so that the graph planned is the graph
+run, name for name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Callable, Sequence
+
+import torch
+import torch.fx
+
+from . import command
+from .export import Joint, Mapping, export_with_mapping
+
+
+@dataclasses.dataclass
+class Schedule:
+    """A plan turned into what the interpreter does at each step."""
+    steps: list             # per step: (op name, fx node name or None for update ops)
+    frees: list             # per step: memplan tensor names whose buffer ends there
+    split: int              # the first step of the backward half
+    saved: list             # tensor names kept from the forward half into the backward half
+    saved_bytes: int        # their bytes
+    live_peak: int          # the plan's largest sum of live buffer bytes
+    arena: int              # the plan's arena_bytes
+    recomputed: list        # op names run more than once
+
+
+def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Schedule:
+    seed_node = joint.seed
+    # What the step returns (gradients, the loss, new buffer values) stays until the step ends; the
+    # plan frees gradients at their update ops, which the user's optimizer runs after the backward.
+    returned = set(graph.get("outputs", []))
+    for node in list(joint.grads) + list(joint.mutations) + [joint.loss]:
+        returned.update(mapping.tensor_of[node])
+    steps = [(s["op"], mapping.op_node.get(s["op"])) for s in plan["steps"]]
+    n = len(steps)
+    frees = [[] for _ in range(n)]
+    tbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
+    persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
+    delta = [0] * (n + 1)
+    for b in plan["buffers"]:
+        delta[b["first"]] += b["bytes"]
+        delta[b["last"] + 1] -= b["bytes"]
+        t = b.get("tensor")
+        if t is None or t in persistent or t in returned:
+            continue
+        if b["last"] < n - 1:
+            frees[b["last"]].append(t)
+    live = peak = 0
+    for i in range(n):
+        live += delta[i]
+        peak = max(peak, live)
+    # Backward half: from the step that runs the seed (ones_like of the loss) on.
+    split = n
+    seed_op = next((op for op, node in mapping.op_node.items() if node == seed_node), None)
+    for i, (op, _) in enumerate(steps):
+        if op == seed_op or mapping.op_phase.get(op) == "update":
+            split = i
+            break
+    saved = sorted({b["tensor"] for b in plan["buffers"] if b.get("tensor") and b["tensor"] not in persistent
+                    and b["first"] < split <= b["last"]})
+    counts: dict = {}
+    for op, _ in steps:
+        counts[op] = counts.get(op, 0) + 1
+    return Schedule(steps=steps, frees=frees, split=split, saved=saved,
+                    saved_bytes=int(sum(tbytes[t] for t in saved)), live_peak=peak,
+                    arena=int(plan["arena_bytes"]), recomputed=sorted(o for o, c in counts.items() if c > 1))
+
+
+class Interpreter:
+    """Runs the joint graph's nodes in the plan's order, keeping values as the plan keeps buffers."""
+
+    def __init__(self, joint: Joint, mapping: Mapping, schedule: Schedule):
+        self.joint, self.mapping, self.sched = joint, mapping, schedule
+        self.nodes = {n.name: n for n in joint.gm.graph.nodes}
+        phs = [n for n in joint.gm.graph.nodes if n.op == "placeholder"]
+        # The parameters lead (autograd.Function routes their gradients), then buffers and inputs.
+        self.param_placeholders = [n for n in phs if n.name in joint.params]
+        self.other_placeholders = [n for n in phs if n.name not in joint.params]
+        self.placeholders = self.param_placeholders + self.other_placeholders
+        self.op_nodes = set(mapping.op_node.values())
+        self.seed_of = {mapping.op_node[o]: mapping.seed_tensor[o] for o in mapping.random_ops}
+        self.getitems = {}
+        for n in joint.gm.graph.nodes:
+            if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[1], int):
+                self.getitems.setdefault(n.args[0].name, []).append(n)
+
+    def bind(self, args: Sequence) -> dict:
+        env = {}
+        for ph, a in zip(self.placeholders, args):
+            env[ph.name] = a
+        return env
+
+    def value(self, env: dict, node: torch.fx.Node):
+        v = env.get(node.name)
+        if v is not None or node.name in env:
+            return v
+        if node.op == "call_function" and node.name not in self.op_nodes:
+            # A view, alias or getitem: derived from values that are live now (cached until freed).
+            v = self._call(env, node)
+            env[node.name] = v
+            return v
+        raise RuntimeError(f"memplan_torch: the plan reads '{node.name}' when it is not live (a bug)")
+
+    def _arg(self, env, a):
+        if isinstance(a, torch.fx.Node):
+            return self.value(env, a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg(env, x) for x in a)
+        if isinstance(a, dict):
+            return {k: self._arg(env, v) for k, v in a.items()}
+        return a
+
+    def _call(self, env, node):
+        args = self._arg(env, node.args)
+        kwargs = self._arg(env, node.kwargs)
+        return node.target(*args, **kwargs)
+
+    def run(self, env: dict, lo: int, hi: int, seeds: dict, grad_seed=None) -> None:
+        sched = self.sched
+        for i in range(lo, hi):
+            op, node_name = sched.steps[i]
+            if node_name is not None:
+                node = self.nodes[node_name]
+                if node_name == self.joint.seed and grad_seed is not None:
+                    out = grad_seed.reshape(node.meta["val"].shape).to(node.meta["val"].dtype).clone()
+                elif node_name in self.seed_of:
+                    with torch.random.fork_rng(devices=[]):
+                        torch.manual_seed(seeds[node_name])
+                        out = self._call(env, node)
+                else:
+                    out = self._call(env, node)
+                if isinstance(out, (tuple, list)):
+                    for gi in self.getitems.get(node_name, []):
+                        env[gi.name] = out[gi.args[1]]
+                else:
+                    env[node_name] = out
+                del out
+            for t in sched.frees[i]:
+                for m in self.mapping.members.get(t, ()):
+                    env.pop(m, None)
+
+
+class _PlannedStep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, runner, n_params, *flat):
+        interp: Interpreter = runner.interp
+        env = interp.bind(flat)
+        seeds = {node: int(torch.randint(0, 2 ** 62, ()).item()) for node in interp.seed_of}
+        interp.run(env, 0, interp.sched.split, seeds)
+        loss = interp.value(env, interp.nodes[runner.joint.loss]).detach().clone()
+        ctx.runner, ctx.env, ctx.seeds, ctx.n_params = runner, env, seeds, n_params
+        ctx.n_inputs = len(flat) - n_params
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        runner, env = ctx.runner, ctx.env
+        interp: Interpreter = runner.interp
+        steps = interp.sched.steps
+        interp.run(env, interp.sched.split, len(steps), ctx.seeds, grad_seed=grad_loss)
+        grads = []
+        for fqn in runner.param_order:
+            node = runner.grad_node.get(fqn)
+            grads.append(interp.value(env, interp.nodes[node]) if node is not None else None)
+        for node, fqn in runner.joint.mutations.items():
+            with torch.no_grad():
+                runner.joint.buffer_tensors[fqn].copy_(interp.value(env, interp.nodes[node]))
+        ctx.env = None
+        env.clear()
+        return (None, None, *grads, *([None] * ctx.n_inputs))
+
+
+class PlannedModule(torch.nn.Module):
+    """A model whose training step (``loss = m(*inputs, *targets); loss.backward()``) follows a memplan plan.
+
+    Attributes: ``graph`` (the exported memplan.graph), ``plan`` (memplan's plan), ``schedule``
+    (saved tensors, recomputed ops, the plan's live peak and arena), ``report`` (memplan's output).
+    In eval mode, or without gradients, it runs the original model and returns its output."""
+
+    def __init__(self, model, loss_fn, n_inputs, graph, joint, mapping, plan, report):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.n_inputs = n_inputs
+        self.graph, self.joint, self.mapping, self.plan, self.report = graph, joint, mapping, plan, report
+        self.schedule = schedule_of(graph, mapping, plan, joint)
+        self.interp = Interpreter(joint, mapping, self.schedule)
+        self.param_order = [joint.params[n.name] for n in self.interp.param_placeholders]
+        self.grad_node = {fqn: node for node, fqn in joint.grads.items()}
+
+    def forward(self, *args):
+        if not (self.training and torch.is_grad_enabled()):
+            out = self.model(*args[: self.n_inputs])
+            return out if len(args) == self.n_inputs else self.loss_fn(out, *args[self.n_inputs:])
+        if len(args) != len(self.joint.inputs):
+            raise TypeError(f"the planned step takes {len(self.joint.inputs)} tensors (the model's inputs, "
+                            f"then the targets); got {len(args)}")
+        params = [self.joint.param_tensors[f] for f in self.param_order]
+        given = dict(zip(self.joint.inputs, args))
+        rest = [self.joint.buffer_tensors[self.joint.buffers[n.name]] if n.name in self.joint.buffers
+                else given[n.name] for n in self.interp.other_placeholders]
+        return _PlannedStep.apply(self, len(params), *params, *rest)
+
+
+def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0):
+    """A fraction f in (0, 1] is a budget on the bytes saved for the backward, as PyTorch's
+    ``activation_memory_budget`` is, turned into the peak memplan plans for: the store-all plan's peak
+    A less the (1 - f) share of what store-all saves, S: A - (1 - f) S (the peak the step would have if
+    saving f S instead of S changed nothing else). Other budgets pass through (bytes, '2GB', '40%' of the
+    store-all arena). Returns (budget for memplan, the store-all schedule or None)."""
+    if not isinstance(budget, float):
+        return budget, None
+    if not 0 < budget <= 1:
+        raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
+    store_all, _ = command.plan(graph, None, time_limit=time_limit)
+    sched = schedule_of(graph, mapping, store_all, joint)
+    return int(sched.live_peak - (1 - budget) * sched.saved_bytes), sched
+
+
+def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
+            loss_fn: Callable | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
+            remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "cpu",
+            progress: Callable[[str], None] | None = None) -> PlannedModule:
+    """`model`'s training step planned by memplan under `budget` and run as planned.
+
+    ``budget``: a fraction of the bytes store-all saves for the backward (0.5; see ``budget_bytes``),
+    bytes (int), or a string memplan reads ('2GB', '40%' of the store-all arena); None plans without a
+    budget (store-all). The example inputs fix the shapes the plan is for.
+    Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
+    from .export import _default_loss
+    loss_fn = loss_fn or _default_loss
+    graph, joint, mapping = export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name,
+                                                workspace, progress)
+    if progress:
+        progress("planning with memplan")
+    target, store_all = budget_bytes(graph, mapping, joint, budget, time_limit)
+    plan, report = command.plan(graph, target, remat=remat, time_limit=time_limit)
+    pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), graph, joint, mapping, plan, report)
+    pm.budget_bytes = target if isinstance(target, int) else None
+    pm.store_all = store_all
+    return pm

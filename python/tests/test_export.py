@@ -1,0 +1,138 @@
+"""Export: buffers, phases, parameters, random ops; fidelity against PyTorch's own run; every plan checks."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch._functorch.partitioners import default_partition
+
+import memplan_torch as mt
+from memplan_torch import command
+from memplan_torch.export import _default_loss, export_with_mapping
+from memplan_torch.measure import aot_step, peak_of, storage_bytes
+
+import models
+
+
+def _export(case, **kw):
+    model, inputs, targets, loss = case
+    return export_with_mapping(model, inputs, loss, targets=targets, **kw)
+
+
+def test_structure_of_a_small_cnn():
+    model, inputs, targets, loss = models.small_cnn()
+    g, joint, mapping = _export((model, inputs, targets, loss))
+    tensors = {t["name"]: t for t in g["tensors"]}
+    # Parameters exact, persistent; buffers persistent.
+    n_params = sum(p.numel() for p in model.parameters())
+    assert g["memplan_torch"]["parameters"] == n_params
+    for fqn, p in model.named_parameters():
+        assert tensors[fqn]["persistent"] and tensors[fqn]["bytes"] == p.numel() * p.element_size()
+    for fqn, _ in model.named_buffers():
+        assert tensors[fqn]["persistent"]
+    # Phases: forward ops, then backward, then one SGD update per parameter.
+    phases = [op["phase"] for op in g["ops"]]
+    assert phases.count("update") == len(list(model.parameters()))
+    assert phases.index("backward") > 0 and phases[-1] == "update"
+    assert phases == sorted(phases, key=["forward", "backward", "update"].index) or "forward" in phases
+    # Views are not tensors: no two tensors share a storage, and the view nodes map onto their bases.
+    for node in joint.gm.graph.nodes:
+        if node.op == "call_function" and "view" in str(node.target) and node.name in mapping.tensor_of:
+            base = node.args[0].name
+            assert mapping.tensor_of[node.name] == mapping.tensor_of[base]
+            assert node.name not in tensors
+    # The dropout is a random op reading a seed of its own.
+    random_ops = [op for op in g["ops"] if op.get("random")]
+    assert len(random_ops) == 1 and random_ops[0]["phase"] == "forward"
+    assert mapping.seed_tensor[random_ops[0]["name"]] in random_ops[0]["inputs"]
+    # Batch norm's new running statistics are graph outputs (copied into the buffers after the step).
+    assert len(joint.mutations) == 6
+    for node in joint.mutations:
+        assert mapping.tensor_of[node][0] in g["outputs"]
+    # memplan reads it.
+    assert command.stats(g)["lb_default"] > 0
+
+
+def test_adam_state_is_persistent_and_read_by_the_update():
+    model, inputs, targets, loss = models.small_cnn()
+    g = mt.export(model, inputs, loss, optimizer="adam", targets=targets)
+    tensors = {t["name"]: t for t in g["tensors"]}
+    for fqn, p in model.named_parameters():
+        for s in ("exp_avg", "exp_avg_sq"):
+            assert tensors[f"{fqn}.{s}"]["persistent"] and tensors[f"{fqn}.{s}"]["bytes"] == p.numel() * 4
+        upd = next(op for op in g["ops"] if op["name"] == f"update.{fqn}")
+        assert f"{fqn}.exp_avg" in upd["inputs"] and upd["workspace"] == p.numel() * 4
+
+
+def test_tied_weights_count_once():
+    model, inputs, targets, loss = models.tiny_gpt2()
+    g = mt.export(model, inputs, loss, targets=targets)
+    unique = {p.data_ptr(): p.numel() for p in model.parameters()}
+    assert g["memplan_torch"]["parameters"] == sum(unique.values())
+    assert sum(1 for op in g["ops"] if op["phase"] == "update") == len(unique)
+    assert "head.weight" not in {t["name"] for t in g["tensors"]}  # tied to wte.weight
+
+
+def test_costs_follow_the_model():
+    case = models.small_cnn()
+    g1 = mt.export(case[0], case[1], case[3], targets=case[2], cost="roofline:v100", workspace="none")
+    g2 = mt.export(case[0], case[1], case[3], targets=case[2], cost="roofline:h200", workspace="none")
+    assert g1["cost_model"] == "roofline:v100" and g2["cost_model"] == "roofline:h200"
+    c1 = {op["name"]: op["cost"] for op in g1["ops"]}
+    c2 = {op["name"]: op["cost"] for op in g2["ops"]}
+    assert all(c1[k] >= c2[k] for k in c1)  # the H200 is faster at everything
+    assert any(op.get("flops", 0) > 0 for op in g1["ops"])
+    with pytest.raises(ValueError, match="unknown device"):
+        mt.export(case[0], case[1], case[3], targets=case[2], cost="roofline:tpu")
+
+
+def _measured_default_peak(case):
+    model, inputs, targets, loss = case
+    step = aot_step(model, inputs, targets, loss or _default_loss, default_partition)
+    step()
+    for p in model.parameters():
+        p.grad = None
+    resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
+    return peak_of(step, resident)[0]
+
+
+FIDELITY = {"resnet18": models.resnet18, "mobilenet_v2": models.mobilenet_v2,
+            "gpt2": lambda: models.tiny_gpt2(dropout=0.0)}
+
+
+@pytest.mark.parametrize("name", sorted(FIDELITY))
+def test_lower_bound_matches_pytorchs_peak_and_every_plan_checks(name):
+    case = FIDELITY[name]()
+    g = mt.export(case[0], case[1], case[3], targets=case[2], name=name)
+    lb = command.stats(g)["lb_default"]
+    measured = _measured_default_peak(FIDELITY[name]())
+    assert abs(lb - measured) <= 0.02 * measured, (lb, measured)
+    # Every planner's plan of the exported graph is valid.
+    planners = ["auto", "joint", "chain_dp", "block_dp", "chen_greedy", "sqrt_n", "store_all", "checkmate"]
+    valid = 0
+    plan, _ = command.plan(g, None, time_limit=5)
+    assert command.check(g, plan)[0]
+    for budget in ("100%", "50%", "33%"):
+        for remat in planners:
+            try:
+                plan, _ = command.plan(g, budget, remat=remat, time_limit=5)
+            except (mt.Infeasible, mt.NoPlan) as e:  # an outcome with its reason, never a bad plan
+                assert "bytes" in str(e) or "infeasible" in str(e), str(e)
+                continue
+            ok, report = command.check(g, plan)
+            assert ok, f"{remat} at {budget}: {report}"
+            valid += 1
+    assert valid >= len(planners) - 1  # at 100 % every planner has a plan (checkmate may need a solver)
+
+
+def test_command_line_export(tmp_path):
+    out = tmp_path / "g.json"
+    p = subprocess.run([sys.executable, "-m", "memplan_torch", "export", "--model", "torchvision.models:resnet18",
+                        "--batch", "2", "--image", "32", "-o", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    g = json.loads(out.read_text())
+    assert g["format"] == "memplan.graph" and g["memplan_torch"]["parameters"] == 11689512
+    bad = subprocess.run([sys.executable, "-m", "memplan_torch", "export", "--model", "torchvision.models:nope",
+                          "-o", str(tmp_path / "x.json")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "nope" in bad.stderr and not (tmp_path / "x.json").exists()
