@@ -96,6 +96,10 @@ def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0
         args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}"]
         if budget is not None:
             args += ["--budget", format_budget(budget), "--remat", remat]
+        elif not any(a == "--alloc" for a in extra or []):
+            # Without a budget nothing is recomputed and the executor does not use offsets: the best
+            # heuristic placement, not the exact search until the time limit.
+            args += ["--alloc", "best_heuristic"]
         args += extra or []
         p = run(args)
         with open(ppath) as f:

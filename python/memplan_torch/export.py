@@ -233,6 +233,20 @@ def _kind_and_flops(n: torch.fx.Node, out_tensors: list) -> tuple[str, float]:
     return (_costs.POINTWISE if pointwise else _costs.OTHER), elems
 
 
+def node_work(n: torch.fx.Node, out_tensors: list | None = None) -> _costs.OpWork:
+    """What ATen node `n` does, for the cost models: its kind and FLOPs, the bytes it reads (its inputs'
+    views) and writes (`out_tensors`, by default every tensor it returns), and the bytes of inputs another
+    node produced (what a fused point-wise op takes from its producer)."""
+    if out_tensors is None:
+        out_tensors = [t for t in _tensors_of(n.meta.get("val")) if t is not None]
+    kind, flops = _kind_and_flops(n, out_tensors)
+    in_vals = [v for a in n.all_input_nodes for v in _tensors_of(a.meta.get("val")) if v is not None]
+    producer = float(sum(_view_bytes(v) for a in n.all_input_nodes if a.op != "placeholder"
+                         for v in _tensors_of(a.meta.get("val")) if v is not None))
+    return _costs.OpWork(kind=kind, flops=flops, bytes_read=float(sum(_view_bytes(v) for v in in_vals)),
+                         bytes_written=float(sum(_view_bytes(t) for t in out_tensors)), producer_bytes=producer)
+
+
 def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100", name: str = "model",
                 measured: dict | None = None, workspaces: dict | None = None) -> tuple[dict, Mapping]:
     """The memplan.graph (a dict ready for JSON) of `joint`, and how its names map onto the joint graph.
@@ -369,12 +383,8 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             random_ops.append(opname)
             seed_tensor[opname] = seed
         out_ts = [t for _, t in new]
-        kind, flops = _kind_and_flops(n, out_ts)
-        read = float(sum(_view_bytes(v) for v in in_vals))
-        producer = float(sum(_view_bytes(v) for a in n.all_input_nodes if a.op != "placeholder"
-                             for v in _tensors_of(a.meta.get("val")) if v is not None))
-        work = _costs.OpWork(kind=kind, flops=flops, bytes_read=read,
-                             bytes_written=float(sum(_view_bytes(t) for t in out_ts)), producer_bytes=producer)
+        work = node_work(n, out_ts)
+        kind, flops = work.kind, work.flops
         if cost_kind == "measured":
             op["cost"] = float(measured.get(n.name, 0.0))
         else:

@@ -213,6 +213,12 @@ class PlannedModule(torch.nn.Module):
         if len(args) != len(self.joint.inputs):
             raise TypeError(f"the planned step takes {len(self.joint.inputs)} tensors (the model's inputs, "
                             f"then the targets); got {len(args)}")
+        for i, (a, ph) in enumerate(zip(args, (self.interp.nodes[n] for n in self.joint.inputs))):
+            want = ph.meta["val"]
+            if not isinstance(a, torch.Tensor) or tuple(a.shape) != tuple(want.shape) or a.dtype != want.dtype:
+                got = f"{tuple(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor) else type(a).__name__
+                raise ValueError(f"input {i}: the plan is for {tuple(want.shape)} {want.dtype}, got {got}; "
+                                 "compile again for other shapes")
         params = [self.joint.param_tensors[f] for f in self.param_order]
         given = dict(zip(self.joint.inputs, args))
         rest = [self.joint.buffer_tensors[self.joint.buffers[n.name]] if n.name in self.joint.buffers
@@ -247,13 +253,19 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
     from .export import _default_loss
     loss_fn = loss_fn or _default_loss
+    import time
+    t0 = time.perf_counter()
     graph, joint, mapping = export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name,
                                                 workspace, progress)
     if progress:
         progress("planning with memplan")
+    t1 = time.perf_counter()
     target, store_all = budget_bytes(graph, mapping, joint, budget, time_limit)
+    t2 = time.perf_counter()
     plan, report = command.plan(graph, target, remat=remat, time_limit=time_limit)
+    t3 = time.perf_counter()
     pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), graph, joint, mapping, plan, report)
     pm.budget_bytes = target if isinstance(target, int) else None
     pm.store_all = store_all
+    pm.seconds = {"export": t1 - t0, "store_all": t2 - t1, "plan": t3 - t2}
     return pm

@@ -92,3 +92,10 @@ def test_budget_below_any_schedule_names_the_op():
     model, inputs, targets, _ = models.small_cnn()
     with pytest.raises(mt.Infeasible, match=r"op '"):
         mt.compile(model, 1000, inputs, targets=targets)
+
+
+def test_other_shapes_are_refused():
+    model, inputs, targets, _ = models.small_cnn()
+    cm = mt.compile(model, None, inputs, targets=targets, workspace="none")
+    with pytest.raises(ValueError, match="the plan is for"):
+        cm(inputs[0][:2], targets[0][:2])

@@ -1,0 +1,72 @@
+"""What the PyTorch benchmarks share: the models at their sizes, and a table printer.
+
+Run them with the venv the test command builds: build/venv/bin/python bench/torch/NAME.py [--models ...].
+They find the memplan command in build/bin (or $MEMPLAN)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+os.environ.setdefault("MEMPLAN", os.path.join(ROOT, "build", "bin", "memplan"))
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+from gpt2 import example, gpt2_small, lm_loss  # noqa: E402
+
+
+def image(factory, batch, size=224):
+    def make():
+        torch.manual_seed(0)
+        g = torch.Generator().manual_seed(0)
+        return (factory(), (torch.randn(batch, 3, size, size, generator=g),),
+                (torch.randint(0, 1000, (batch,), generator=g),), None)
+    return make
+
+
+def gpt2(batch=2, seq=512, dropout=0.1):
+    def make():
+        torch.manual_seed(0)
+        x, y = example(batch, seq)
+        return gpt2_small(dropout=dropout), (x,), (y,), lm_loss
+    return make
+
+
+MODELS = {
+    "resnet18": image(torchvision.models.resnet18, 16),
+    "resnet50": image(torchvision.models.resnet50, 8),
+    "mobilenet_v2": image(torchvision.models.mobilenet_v2, 8),
+    "vgg16": image(torchvision.models.vgg16, 8),
+    "gpt2": gpt2(),
+}
+LABEL = {"resnet18": "ResNet-18 (b16)", "resnet50": "ResNet-50 (b8)", "mobilenet_v2": "MobileNet-V2 (b8)",
+         "vgg16": "VGG-16 (b8)", "gpt2": "GPT-2 small (2x512)"}
+
+
+def mib(b):
+    return "-" if b is None else f"{b / 2**20:.1f}"
+
+
+def table(header, rows):
+    cols = [header] + [[str(c) for c in r] for r in rows]
+    w = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(r)) + " |"  # noqa: E731
+    print(line(header))
+    print("|" + "|".join("-" * (x + 2) for x in w) + "|")
+    for r in cols[1:]:
+        print(line(r))
+    sys.stdout.flush()
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def clear_grads(model):
+    for p in model.parameters():
+        p.grad = None
