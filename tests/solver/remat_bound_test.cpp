@@ -7,6 +7,7 @@
 #include "backends.hpp"
 
 #include "support/random_graph.hpp"
+#include "support/torch_like_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/remat/bound.hpp>
@@ -18,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace memplan;
@@ -222,4 +224,65 @@ TEST_CASE_TEMPLATE("remat.bound.below_what_any_op_needs_is_a_proof", S, MEMPLAN_
     CHECK(b.status == status::infeasible);
     CHECK_FALSE(b.proven());
     CHECK(b.overhead() == 0);
+}
+
+TEST_CASE_TEMPLATE("remat.bound.torch_like_graphs_against_brute_force", S, MEMPLAN_SOLVERS) {
+    // PyTorch's batch norm writes graph outputs (the running statistics)
+    // beside its result and saved statistics: plans run it again, so a
+    // bound that could not (and held its result through the backward, or
+    // its statistics from the first run) rose above plans that were found,
+    // or claimed that nothing fits (tests/support/torch_like_graphs.hpp;
+    // tests/unit/remat_bound_model_test.cpp checks the LP without a solver).
+    std::size_t cases = 0, nontrivial = 0, tight = 0, plans = 0;
+    const std::vector<std::pair<bool, std::uint64_t>> graphs{{true, 8}, {true, 300}, {false, 8}, {false, 300}};
+    for (const auto& [training, stats] : graphs) {
+        const auto g = testing::torch_like_bn_graph(training, stats);
+        const remat_context<graph> ctx(g);
+        std::vector<general_schedule_stats> all;
+        for (const auto& s : testing::every_choice_schedule(ctx))
+            all.push_back({schedule_lower_bound(g, s), schedule_cost(g, s)});
+        std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
+        for (const auto& s : all) {
+            lo = std::min(lo, s.peak);
+            hi = std::max(hi, s.peak);
+        }
+        for (std::uint64_t k = 0; k <= 10; ++k) {
+            const std::uint64_t budget = lo - lo / 50 + (hi - lo + lo / 50) * k / 10;
+            const double best = cheapest_within(all, budget);
+            const auto b = cost_lower_bound(ctx, budget, S{});
+            INFO(g.name() << " (statistics of " << stats << " bytes), budget " << budget << ": " << b.message);
+            if (best == std::numeric_limits<double>::infinity()) continue;
+            ++cases;
+            REQUIRE(b.status != status::infeasible); // a proof that no plan fits, yet one does
+            REQUIRE(b.proven());
+            CHECK(b.cost <= best + 1e-9 * best);
+            if (best > ctx.fastest_cost() + 1e-9) {
+                ++nontrivial;
+                if (b.cost > ctx.fastest_cost() + 1e-9) ++tight;
+            }
+        }
+        // And below the plans each planner finds.
+        const auto store = plan_remat("store_all", g, remat_options{});
+        REQUIRE(has_solution(store.status));
+        for (double f : {0.75, 0.85, 0.95}) {
+            remat_options opt;
+            opt.budget = static_cast<std::uint64_t>(static_cast<double>(store.arena()) * f);
+            opt.alignment = 1;
+            opt.time_limit_seconds = 1;
+            for (auto name : remat_names()) {
+                auto r = plan_remat_with(name, g, opt, S{});
+                if (!has_solution(r.status)) continue;
+                attach_cost_bound(g, r, S{});
+                INFO(g.name() << " at " << f << ", " << name << " (" << r.planner << "): " << r.bound_note);
+                REQUIRE(r.bound_proven);
+                CHECK(r.cost_bound <= r.cost * (1 + 1e-9));
+                ++plans;
+            }
+        }
+    }
+    MESSAGE(cases << " budgets with a plan, " << nontrivial << " need recomputation, " << tight
+                  << " of them bounded above the trivial bound; " << plans << " planners' plans");
+    CHECK(nontrivial >= 10);
+    CHECK(tight * 2 >= nontrivial);
+    CHECK(plans >= 20);
 }

@@ -19,17 +19,22 @@
 //    variant reads and needs the smallest workspace; an in-place pair counts
 //    once at its op; memory is capped where a stage's own ops run, not
 //    between the recomputations of a stage, which a plan may order as it
-//    likes. It charges recomputation recursively (a dropped tensor's inputs
-//    must be there or be made again), so it is the tight one; its size grows
-//    with stages x ops, so it runs when its estimate is within `max_columns`.
+//    likes; every forward op may run again, one that also writes a graph
+//    output or a persistent tensor included (PyTorch's batch norm), as in
+//    the plans. It charges recomputation recursively (a dropped tensor's
+//    inputs must be there or be made again), so it is the tight one; its
+//    size grows with stages x ops, so it runs when its estimate is within
+//    `max_columns`.
 //  - The knapsack LP (ours): a droppable tensor may be absent in each gap
 //    between two consecutive uses of it (its producer's first run and its
 //    readers' first runs), at the price of one run of its producer (its
-//    cheapest variant) before the next use; every other tensor lives from
-//    its producer to its last reader; at each first run, what is present
-//    must fit. One column per gap and one row per op: it bounds graphs of
-//    any size in a fraction of a second, but it does not charge the
-//    inputs a recomputation needs, so it is looser.
+//    cheapest variant) before the next use; so may a graph output a forward
+//    op makes (the end is its last use: a plan that runs the op again keeps
+//    only the last copy); every other tensor lives from its producer to its
+//    last reader; at each first run, what is present must fit. One column
+//    per gap and one row per op: it bounds graphs of any size in a fraction
+//    of a second, but it does not charge the inputs a recomputation needs,
+//    so it is looser.
 //
 // Each step only drops constraints or lowers costs, so either LP's optimum,
 // plus every op once at its fastest variant, is at most the cost of any
@@ -117,11 +122,23 @@ milp_model knapsack_bound_model(const remat_context<Graph>& ctx, std::uint64_t b
         for (auto y : g.op(o).outputs) uses[y].push_back(i);
         for (auto x : L.reads[o]) uses[x].push_back(i);
     }
-    // One run restores every output of an op: each droppable output's gap
-    // is charged its share, so that the run is not counted twice.
+    // A graph output made by a forward op is not droppable, yet a plan that
+    // runs its producer again (for another output: batch norm's saved
+    // statistics beside its running ones) keeps only the last copy to the
+    // end, and the first one dies at its last read: its gaps may be absent
+    // too, at the same price.
+    std::vector<char> gaps(m, 0);
+    for (std::size_t x = 0; x < m; ++x) {
+        const auto id = static_cast<id_type>(x);
+        const auto p = ctx.index().producer[x];
+        gaps[x] = ctx.droppable(id) || (is_output[x] && !g.tensor(id).persistent && p != Graph::npos &&
+                                        g.op(p).phase == phase::forward);
+    }
+    // One run restores every output of an op: each such output's gap is
+    // charged its share, so that the run is not counted twice.
     std::vector<double> outputs_of(g.num_ops(), 0);
     for (std::size_t x = 0; x < m; ++x)
-        if (ctx.droppable(static_cast<id_type>(x))) outputs_of[ctx.index().producer[x]] += 1;
+        if (gaps[x]) outputs_of[ctx.index().producer[x]] += 1;
     milp_model M;
     std::vector<std::vector<milp_term>> row(n);
     for (std::size_t x = 0; x < m; ++x) {
@@ -135,7 +152,7 @@ milp_model knapsack_bound_model(const remat_context<Graph>& ctx, std::uint64_t b
         u.erase(std::unique(u.begin(), u.end()), u.end());
         const double b = mb(g.tensor(id).bytes);
         for (auto i : u) at[i] += b; // read or made there
-        const bool droppable = ctx.droppable(id);
+        const bool droppable = gaps[x] != 0;
         const auto p = ctx.index().producer[x];
         for (std::size_t j = 0; j + 1 < u.size(); ++j) {
             if (u[j + 1] == u[j] + 1) continue; // no first run in between

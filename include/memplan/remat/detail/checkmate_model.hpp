@@ -19,9 +19,12 @@
 // cheapest variant, needs only the inputs every variant reads and the
 // smallest workspace, an in-place pair's shared bytes count once on the
 // step of the op, and memory is capped only at the stage's own ops, not
-// between its recomputations (whose order a plan chooses). Dropping
-// constraints and underestimating costs only lowers the optimum, so the
-// relaxed LP's optimum is a valid bound (remat/bound.hpp).
+// between its recomputations (whose order a plan chooses). Every forward
+// op of the forward part may run again there, as in memplan's plans, also
+// one that writes a graph output or a persistent tensor (the exact model
+// keeps those to one run). Dropping constraints and underestimating costs
+// only lowers the optimum, so the relaxed LP's optimum is a valid bound
+// (remat/bound.hpp).
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -164,13 +167,21 @@ checkmate_layout<Graph> make_checkmate_layout(const Graph& g, const graph_index<
     for (std::size_t t = 0; t < T; ++t)
         for (auto o : L.fixed_ops[t]) L.stage_of_op[o] = t;
 
+    // Recomputable: a forward op of the forward part. A plan of memplan's
+    // space may run any of them again (remat_context::schedule_of), one that
+    // also writes a graph output or a persistent tensor included (PyTorch's
+    // batch norm returns the new running statistics beside its result and
+    // the saved statistics): the exact model leaves those out (their
+    // outputs then stay from their first run to their last possible read),
+    // a bound must not, or it would charge keeping tensors that plans drop.
     L.recomputable.assign(n, 0);
     for (std::size_t i = 0; i < (general ? base.size() : boundary); ++i) {
         const auto o = base[i];
         const auto& op = g.op(o);
         bool ok = op.phase == phase::forward;
-        for (auto t : op.outputs)
-            if (g.tensor(t).persistent || L.is_output[t]) ok = false;
+        if (relax == checkmate_relaxation::exact)
+            for (auto t : op.outputs)
+                if (g.tensor(t).persistent || L.is_output[t]) ok = false;
         L.recomputable[o] = ok;
     }
     for (std::size_t o = 0; o < n; ++o)
@@ -191,20 +202,32 @@ checkmate_layout<Graph> make_checkmate_layout(const Graph& g, const graph_index<
 
     // Last stage that may read each tensor: consumers come after producers in
     // listed order, so one reverse sweep settles every op before its inputs.
-    L.need_until.assign(m, 0);
+    // An op runs again only for an output some op reads then or later, so a
+    // graph output (kept to the end, not read there) does not extend its
+    // producer's recomputations.
+    std::vector<std::size_t> read_until(m, 0);
     L.need_until_op.assign(n, 0);
-    for (std::size_t t = 0; t < m; ++t)
-        if (L.is_output[t]) L.need_until[t] = T;
     for (std::size_t o = n; o-- > 0;) {
         const auto k = static_cast<id_type>(o);
         std::size_t last = L.stage_of_op[o];
         if (L.recomputable[o]) {
             std::size_t nu = 0;
-            for (auto y : g.op(k).outputs) nu = std::max(nu, L.need_until[y]);
+            for (auto y : g.op(k).outputs) nu = std::max(nu, read_until[y]);
             L.need_until_op[o] = nu;
-            last = nu;
+            last = std::max(last, nu); // its first run reads its inputs even when nothing reads its outputs
         }
-        for (auto x : L.reads[o]) L.need_until[x] = std::max(L.need_until[x], last);
+        for (auto x : L.reads[o]) read_until[x] = std::max(read_until[x], last);
+    }
+    L.need_until = std::move(read_until);
+    for (std::size_t t = 0; t < m; ++t) {
+        if (L.is_output[t]) L.need_until[t] = T;
+        // What an op that never runs again makes (PyTorch's running-count
+        // increments, read by nobody) is fixed: kept from its first run
+        // while needed, as its S columns would have to be anyway.
+        if (L.bound && L.kind[t] == cm_kind::candidate) {
+            const auto p = L.producer[t];
+            if (L.need_until_op[p] <= L.stage_of_op[p]) L.kind[t] = cm_kind::fixed;
+        }
     }
     return L;
 }
