@@ -1,7 +1,7 @@
 """Every planner's plan of every exported graph through `memplan check`: `plan`, `plan --budget 50%`,
 `plan --budget 33%` with each rematerialization planner, on the graphs of fidelity.py's models.
 
-    build/venv/bin/python bench/torch/check_plans.py [--models ...] [--time-limit 20]
+    build/venv/bin/python bench/torch/check_plans.py [--models ...] [--time-limit 5]
 """
 import argparse
 
@@ -16,7 +16,7 @@ PLANNERS = ["auto", "joint", "checkmate", "chain_dp", "block_dp", "chen_greedy",
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="resnet50,mobilenet_v2,vgg16,gpt2")
-    ap.add_argument("--time-limit", type=float, default=20)
+    ap.add_argument("--time-limit", type=float, default=5)
     args = ap.parse_args()
     rows = []
     for name in args.models.split(","):

@@ -70,3 +70,18 @@ def log(msg):
 def clear_grads(model):
     for p in model.parameters():
         p.grad = None
+
+
+def peak_and_time(model, inputs, targets, step, repeats):
+    """(measured peak bytes, median seconds) of `step` (forward and backward) on `model`: one warm-up
+    call, one profiled call (gradients cleared first, weights, buffers and inputs resident), then
+    `repeats` unprofiled calls."""
+    from memplan_torch.measure import peak_of, storage_bytes, timed
+
+    step()
+    clear_grads(model)
+    resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
+    torch.manual_seed(1)
+    peak = peak_of(step, resident)[0]
+    clear_grads(model)
+    return peak, timed(lambda: (step(), clear_grads(model)), repeats)

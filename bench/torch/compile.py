@@ -10,11 +10,10 @@ import copy
 
 import torch
 
-from common import LABEL, MODELS, clear_grads, log, mib, table
+from common import LABEL, MODELS, log, mib, peak_and_time, table
 
 import memplan_torch as mt
 from memplan_torch.export import _default_loss
-from memplan_torch.measure import peak_of, storage_bytes, timed
 
 
 def rel(a, b):
@@ -44,7 +43,7 @@ def main():
             model = copy.deepcopy(model0)
             try:
                 cm = mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, time_limit=30)
-            except (mt.Infeasible, mt.NoPlan) as e:
+            except mt.MemplanError as e:
                 rows.append([LABEL[name], str(budget), f"{type(e).__name__}: {e}"[:100]] + [""] * 8)
                 continue
             torch.manual_seed(1)
@@ -54,19 +53,14 @@ def main():
                 unplanned = grads
             e_unpl = rel(grads, unplanned)
             e_eager = "-" if eager is None else f"{rel(grads, eager):.1e}"
-            clear_grads(model)
-            resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) +
-                                     list(targets))
-            torch.manual_seed(1)
-            peak = peak_of(lambda: cm(*inputs, *targets).backward(), resident)[0]
-            clear_grads(model)
-            t = timed(lambda: (cm(*inputs, *targets).backward(), clear_grads(model)), args.repeats)
+            peak, t = peak_and_time(model, inputs, targets, lambda: cm(*inputs, *targets).backward(),
+                                    args.repeats)
             s = cm.schedule
             rows.append([LABEL[name], "store-all" if budget is None else str(budget),
                          mib(cm.budget_bytes), mib(s.saved_bytes), str(len(s.recomputed)), mib(s.live_peak),
                          mib(peak), f"{(peak - s.live_peak) / s.live_peak * 100:+.2f} %", f"{e_unpl:.1e}",
                          e_eager, f"{t:.2f}"])
-            del cm, model
+            cm = model = None  # free the step before the next budget
     table(["model", "budget", "peak budget (MiB)", "saved (MiB)", "ops recomputed", "predicted peak (MiB)",
            "measured peak (MiB)", "measured vs predicted", "grad rel. err vs unplanned",
            "vs eager", "step (s)"], rows)

@@ -51,7 +51,7 @@ def run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
         msg = re.sub(r"^memplan: (error: |infeasible: )?", "", msg)
         if p.returncode == 4:
             raise Infeasible(msg)
-        if p.returncode == 1 and "budget" in args:
+        if p.returncode == 1 and "--budget" in args:
             raise NoPlan(msg)
         raise MemplanError(f"memplan {args[0]}: {msg}")
     return p

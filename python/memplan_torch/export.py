@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.fx
@@ -259,7 +259,6 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
     graph = joint.gm.graph
     nodes = list(graph.nodes)
     by_name = {n.name: n for n in nodes}
-    output_node = nodes[-1]
 
     # Forward: what the loss and the mutated buffers depend on.
     forward = set()
@@ -365,12 +364,10 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             for tname in tensor_of[n.name]:
                 members[tname].append(n.name)
         ins = []
-        in_vals = []
         for a in n.all_input_nodes:
             for tname in tensor_of.get(a.name, []):
                 if tname not in ins and tname not in outs:
                     ins.append(tname)
-            in_vals.extend(v for v in _tensors_of(a.meta.get("val")) if v is not None)
         opname = unique(n.name) if n.name in used_names else n.name
         used_names.add(opname)
         phase = "forward" if n.name in forward else "backward"
@@ -463,7 +460,6 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             "loss": tensor_of[joint.loss][0],
         },
     }
-    _ = output_node
     return g, Mapping(tensor_of=tensor_of, members=members, op_node=op_node, op_phase=op_phase,
                       random_ops=random_ops, seed_tensor=seed_tensor, update_ops=update_ops)
 

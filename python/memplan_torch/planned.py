@@ -54,10 +54,14 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
     frees = [[] for _ in range(n)]
     tbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
     persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
+    wbytes = {op["name"]: op.get("workspace", 0) for op in graph["ops"]}
     delta = [0] * (n + 1)
     for b in plan["buffers"]:
-        delta[b["first"]] += b["bytes"]
-        delta[b["last"] + 1] -= b["bytes"]
+        # Sizes from `graph`, not from the plan: a plan made on forward_memory_graph has 0-byte
+        # backward buffers, and this is the real step's memory.
+        nb = tbytes[b["tensor"]] if b.get("tensor") is not None else wbytes.get(steps[b["workspace"]][0], 0)
+        delta[b["first"]] += nb
+        delta[b["last"] + 1] -= nb
         t = b.get("tensor")
         if t is None or t in persistent or t in returned:
             continue
@@ -226,6 +230,22 @@ class PlannedModule(torch.nn.Module):
         return _PlannedStep.apply(self, len(params), *params, *rest)
 
 
+def forward_memory_graph(graph: dict) -> dict:
+    """`graph` with what the backward and the update produce and their workspaces at 0 bytes: its peak is
+    the forward's memory (what the forward keeps, its transients, and the forward tensors the backward
+    recomputes), so a budget on it is a budget on the bytes saved for the backward, as PyTorch's
+    ``activation_memory_budget`` is, and leaves the backward's own memory free. (The idea of planning a
+    part on its forward memory alone is the one block_dp uses for its blocks.)"""
+    g = dict(graph)
+    later = [op for op in graph["ops"] if op["phase"] != "forward"]
+    zero = {t for op in later for t in op["outputs"]}
+    g["tensors"] = [dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]]
+    g["ops"] = [dict(op, workspace=0) if op["phase"] != "forward" and op.get("workspace") else op
+                for op in graph["ops"]]
+    g["name"] = graph["name"]
+    return g
+
+
 def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0):
     """A fraction f in (0, 1] is a budget on the bytes saved for the backward, as PyTorch's
     ``activation_memory_budget`` is, turned into the peak memplan plans for: the store-all plan's peak
@@ -244,12 +264,15 @@ def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit
 def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
             loss_fn: Callable | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
             remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "cpu",
-            progress: Callable[[str], None] | None = None) -> PlannedModule:
+            budget_on: str = "peak", progress: Callable[[str], None] | None = None) -> PlannedModule:
     """`model`'s training step planned by memplan under `budget` and run as planned.
 
     ``budget``: a fraction of the bytes store-all saves for the backward (0.5; see ``budget_bytes``),
     bytes (int), or a string memplan reads ('2GB', '40%' of the store-all arena); None plans without a
     budget (store-all). The example inputs fix the shapes the plan is for.
+    ``budget_on``: "peak" (default): the budget bounds the step's whole peak; "saved": it bounds the
+    forward's memory only (``forward_memory_graph``: the bytes saved for the backward and the forward's
+    transients), as PyTorch's activation budget does; the backward's own memory is then not planned.
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
     from .export import _default_loss
     loss_fn = loss_fn or _default_loss
@@ -260,9 +283,12 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     if progress:
         progress("planning with memplan")
     t1 = time.perf_counter()
-    target, store_all = budget_bytes(graph, mapping, joint, budget, time_limit)
+    if budget_on not in ("peak", "saved"):
+        raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
+    planned_graph = graph if budget_on == "peak" else forward_memory_graph(graph)
+    target, store_all = budget_bytes(planned_graph, mapping, joint, budget, time_limit)
     t2 = time.perf_counter()
-    plan, report = command.plan(graph, target, remat=remat, time_limit=time_limit)
+    plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit)
     t3 = time.perf_counter()
     pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), graph, joint, mapping, plan, report)
     pm.budget_bytes = target if isinstance(target, int) else None

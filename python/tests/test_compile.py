@@ -99,3 +99,21 @@ def test_other_shapes_are_refused():
     cm = mt.compile(model, None, inputs, targets=targets, workspace="none")
     with pytest.raises(ValueError, match="the plan is for"):
         cm(inputs[0][:2], targets[0][:2])
+
+
+def test_budget_on_saved_bytes_bounds_the_forward():
+    model, inputs, targets, loss_fn = models.tiny_gpt2(dropout=0.0, batch=4, seq=256)
+    ref = copy.deepcopy(model)
+    loss_fn(ref(*inputs), *targets).backward()
+    full = mt.compile(copy.deepcopy(model), None, inputs, targets=targets, loss_fn=loss_fn, workspace="none")
+    m = copy.deepcopy(model)
+    cm = mt.compile(m, 0.4, inputs, targets=targets, loss_fn=loss_fn, workspace="none", budget_on="saved")
+    s_all = full.schedule.saved_bytes
+    # The forward's memory met its budget: what it saves is at most 0.4 of store-all's plus what the
+    # forward's transients (the logits and the loss) leave over.
+    fwd = mt.planned.forward_memory_graph(cm.graph)
+    transient = cm.store_all.live_peak - sum(t["bytes"] for t in fwd["tensors"] if t.get("persistent")) - s_all
+    assert cm.schedule.saved_bytes <= 0.4 * s_all + max(0, transient)
+    assert cm.schedule.saved_bytes < 0.6 * s_all
+    cm(*inputs, *targets).backward()
+    assert _rel(_grads(m), _grads(ref)) <= 1e-5

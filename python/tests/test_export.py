@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from torch._functorch.partitioners import default_partition
 
 import memplan_torch as mt
