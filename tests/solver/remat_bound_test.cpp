@@ -17,6 +17,7 @@
 #include <memplan/zoo/zoo.hpp>
 
 #include <limits>
+#include <utility>
 #include <random>
 #include <string>
 #include <utility>
@@ -75,6 +76,16 @@ std::vector<general_schedule_stats> every_general_schedule(const graph& g) {
     return out;
 }
 
+// The smallest and the largest peak of the schedules.
+std::pair<std::uint64_t, std::uint64_t> peak_range(const std::vector<general_schedule_stats>& all) {
+    std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
+    for (const auto& s : all) {
+        lo = std::min(lo, s.peak);
+        hi = std::max(hi, s.peak);
+    }
+    return {lo, hi};
+}
+
 double cheapest_within(const std::vector<general_schedule_stats>& all, std::uint64_t budget) {
     double best = std::numeric_limits<double>::infinity();
     for (const auto& s : all)
@@ -98,11 +109,7 @@ TEST_CASE_TEMPLATE("remat.bound.general_space_against_brute_force", S, MEMPLAN_S
     for (const auto& g : small_forward_dags(500, 60)) {
         const remat_context<graph> ctx(g);
         const auto all = every_general_schedule(g);
-        std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
-        for (const auto& s : all) {
-            lo = std::min(lo, s.peak);
-            hi = std::max(hi, s.peak);
-        }
+        const auto [lo, hi] = peak_range(all);
         for (std::uint64_t k = 0; k <= 6; ++k) {
             // From below what any schedule of the space reaches towards store-all.
             const std::uint64_t budget = lo - lo / 20 + (hi - lo + lo / 20) * k / 8;
@@ -241,11 +248,7 @@ TEST_CASE_TEMPLATE("remat.bound.torch_like_graphs_against_brute_force", S, MEMPL
         std::vector<general_schedule_stats> all;
         for (const auto& s : testing::every_choice_schedule(ctx))
             all.push_back({schedule_lower_bound(g, s), schedule_cost(g, s)});
-        std::uint64_t lo = std::numeric_limits<std::uint64_t>::max(), hi = 0;
-        for (const auto& s : all) {
-            lo = std::min(lo, s.peak);
-            hi = std::max(hi, s.peak);
-        }
+        const auto [lo, hi] = peak_range(all);
         for (std::uint64_t k = 0; k <= 10; ++k) {
             const std::uint64_t budget = lo - lo / 50 + (hi - lo + lo / 50) * k / 10;
             const double best = cheapest_within(all, budget);
