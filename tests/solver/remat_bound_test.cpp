@@ -86,6 +86,19 @@ std::pair<std::uint64_t, std::uint64_t> peak_range(const std::vector<general_sch
     return {lo, hi};
 }
 
+// A bound for a budget that the cheapest schedule `best` meets: proven, at most `best`; counts the
+// budgets that need recomputation (`nontrivial`) and those whose bound says so (`tight`).
+void require_bound_below(const remat_cost_bound& b, double best, double fastest, std::size_t& nontrivial,
+                         std::size_t& tight) {
+    REQUIRE(b.status != status::infeasible); // a proof that no plan fits, yet one does
+    REQUIRE(b.proven());
+    CHECK(b.cost <= best + 1e-9 * best);
+    if (best > fastest + 1e-9) {
+        ++nontrivial;
+        if (b.cost > fastest + 1e-9) ++tight;
+    }
+}
+
 double cheapest_within(const std::vector<general_schedule_stats>& all, std::uint64_t budget) {
     double best = std::numeric_limits<double>::infinity();
     for (const auto& s : all)
@@ -121,13 +134,7 @@ TEST_CASE_TEMPLATE("remat.bound.general_space_against_brute_force", S, MEMPLAN_S
                 if (b.status == status::infeasible) ++proofs;
                 continue;
             }
-            REQUIRE(b.status != status::infeasible); // a proof that no plan fits, yet one does
-            REQUIRE(b.proven());
-            CHECK(b.cost <= best + 1e-9 * best);
-            if (best > ctx.fastest_cost() + 1e-9) {
-                ++nontrivial;
-                if (b.cost > ctx.fastest_cost() + 1e-9) ++tight;
-            }
+            require_bound_below(b, best, ctx.fastest_cost(), nontrivial, tight);
         }
     }
     MESSAGE(cases << " budgets; " << nontrivial << " need recomputation, of which " << tight
@@ -256,13 +263,7 @@ TEST_CASE_TEMPLATE("remat.bound.torch_like_graphs_against_brute_force", S, MEMPL
             INFO(g.name() << " (statistics of " << stats << " bytes), budget " << budget << ": " << b.message);
             if (best == std::numeric_limits<double>::infinity()) continue;
             ++cases;
-            REQUIRE(b.status != status::infeasible); // a proof that no plan fits, yet one does
-            REQUIRE(b.proven());
-            CHECK(b.cost <= best + 1e-9 * best);
-            if (best > ctx.fastest_cost() + 1e-9) {
-                ++nontrivial;
-                if (b.cost > ctx.fastest_cost() + 1e-9) ++tight;
-            }
+            require_bound_below(b, best, ctx.fastest_cost(), nontrivial, tight);
         }
         // And below the plans each planner finds.
         const auto store = plan_remat("store_all", g, remat_options{});
