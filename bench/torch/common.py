@@ -85,3 +85,28 @@ def peak_and_time(model, inputs, targets, step, repeats):
     peak = peak_of(step, resident)[0]
     clear_grads(model)
     return peak, timed(lambda: (step(), clear_grads(model)), repeats)
+
+
+RESULT = "memplan-bench-result: "
+
+
+def isolated(script: str, argv: list[str]) -> dict:
+    """Runs `script` again with `argv` (one configuration) in a process of its own and returns the dict
+    it prints on its stdout line starting with RESULT (see `emit`). Each configuration gets a fresh
+    process: PyTorch's traced graphs, compiled partitions and allocator caches from earlier
+    configurations would otherwise pile up (one process for a whole table grew to 14 GiB), and the
+    measured peak of one configuration must not depend on what ran before it. Raises RuntimeError with
+    the child's last stderr line when it fails."""
+    import json
+    import subprocess
+    p = subprocess.run([sys.executable, script, *argv], stdout=subprocess.PIPE, stderr=None, text=True)
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT):])
+    raise RuntimeError(f"{os.path.basename(script)} {' '.join(argv)}: exit {p.returncode}, no result")
+
+
+def emit(result: dict) -> None:
+    """The result of one configuration, for `isolated` in the parent process."""
+    import json
+    print(RESULT + json.dumps(result), flush=True)

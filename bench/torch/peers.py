@@ -4,33 +4,42 @@ For each model and saved-activation budget b (0.5, 0.33), PyTorch's partitioner
 (``min_cut_rematerialization_partition`` with ``activation_memory_budget = b``: a min-cut, then a 0-1
 knapsack over what to recompute, solved ``greedy`` / ``dp`` / ``ilp``; its runtime estimate is FLOPs)
 partitions the joint graph of aot_autograd, and the step runs (FX graphs as Python, no code
-generation). memplan is then given the peak that PyTorch's saved bytes would promise: the store-all
-peak less the bytes PyTorch's choice (its default solver, dp) stops saving, A - (S_store_all - S_torch),
-and plans that peak
-(``memplan_torch.compile``); and, in a second row, memplan is given PyTorch's saved bytes as a budget on
-the forward's memory alone (``budget_on="saved"``), PyTorch's own kind of budget. All are scored by the same code: bytes saved for the backward (distinct
-storages the forward hands over, weights excluded), recomputed FLOPs (PyTorch's flop counter) and
-recomputed cost under roofline:v100 (memplan's cost model, the same formula for both), the planner's
-time, the measured peak of the step on the CPU (profiler, as in fidelity.py) against the budget, and
-the step time (median of --repeats, unprofiled).
+generation). memplan then plans the same step three ways, all at the saved bytes of PyTorch's default
+solver (dp), s:
+
+- **memplan, peak**: the peak those saved bytes promise, the store-all peak less what is no longer
+  saved, A - (S - s) (``memplan_torch.compile`` with a peak budget; cost model roofline:v100);
+- **memplan, saved**: s as a budget on the forward's memory alone (``budget_on="saved"``), PyTorch's
+  own kind of budget; cost model roofline:v100;
+- **memplan, saved, flops**: the same with PyTorch's own cost model (``cost="flops"``: matrix FLOPs,
+  other ops free), so that both planners minimise the same thing.
+
+Every row is scored by the same code: bytes saved for the backward (distinct storages the forward hands
+over, weights excluded), recomputed FLOPs (PyTorch's flop counter) and recomputed cost under
+roofline:v100 (the same formula for every planner), the planner's time, the measured peak of the step on
+the CPU (profiler, as in fidelity.py) against the peak A - (S - s), and the step time (median of
+--repeats, unprofiled). Each configuration runs in a process of its own (common.isolated).
 
     build/venv/bin/python bench/torch/peers.py [--models resnet50,mobilenet_v2,gpt2] [--budgets 0.5,0.33]
+        [--solvers greedy,dp,ilp] [--repeats 3] [--time-limit 30]
+
+The ilp solver needs scipy in the venv (build/venv/bin/pip install scipy); without it its row says so.
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
-from torch._functorch import config as fconfig
-from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
-from common import LABEL, MODELS, log, mib, peak_and_time, table
+from common import LABEL, MODELS, emit, isolated, log, mib, peak_and_time, table
 
 import memplan_torch as mt
 from memplan_torch import costs
 from memplan_torch.export import _default_loss, _key, _tensors_of, node_work
 from memplan_torch.measure import aot_step, saved_bytes_of
 
-COST = "roofline:v100"
+SCORE = "roofline:v100"
 
 
 def _is_view(n):
@@ -39,8 +48,23 @@ def _is_view(n):
     return all(_key(t) in ins for t in outs)
 
 
-def recomputed_in(cap):
-    """(FLOPs, roofline cost in us, ops) of the forward nodes the backward graph runs again."""
+def score(nodes):
+    """(matrix FLOPs, roofline:v100 microseconds, ops) of running the joint graph's `nodes` once more
+    each (a node listed twice counts twice); views cost nothing and are not counted."""
+    flops = us = 0.0
+    count = 0
+    for j in nodes:
+        if _is_view(j):
+            continue
+        w = node_work(j)
+        count += 1
+        us += costs.model_us(SCORE, w)
+        flops += w.flops if w.kind == costs.MATMUL else 0.0
+    return flops, us, count
+
+
+def recomputed_by_torch(cap):
+    """The joint graph's forward nodes that PyTorch's backward graph runs again."""
     joint = cap["joint"]
     nodes = list(joint.graph.nodes)
     outs = [n for n in nodes if n.op == "output"][0].args[0]
@@ -52,19 +76,17 @@ def recomputed_in(cap):
             fwd.add(n.name)
             stack.extend(n.all_input_nodes)
     by_name = {n.name: n for n in nodes}
-    flops = us = 0.0
-    count = 0
-    for n in cap["bw"].graph.nodes:
-        if n.op != "call_function" or n.name not in fwd:
-            continue
-        j = by_name[n.name]
-        if _is_view(j):
-            continue
-        w = node_work(j)
-        count += 1
-        us += costs.model_us(COST, w)
-        flops += w.flops if w.kind == costs.MATMUL else 0.0
-    return flops, us, count
+    return [by_name[n.name] for n in cap["bw"].graph.nodes if n.op == "call_function" and n.name in fwd]
+
+
+def recomputed_by_memplan(cm):
+    """The joint graph's nodes that memplan's plan runs more than once, once per extra run."""
+    nodes = {n.name: n for n in cm.joint.gm.graph.nodes}
+    counts = {}
+    for op, node in cm.schedule.steps:
+        if node is not None:
+            counts[node] = counts.get(node, 0) + 1
+    return [nodes[name] for name, c in counts.items() for _ in range(c - 1)]
 
 
 def batch_stats_only(make):
@@ -82,7 +104,16 @@ def batch_stats_only(make):
     return make2
 
 
-def run_torch(make, partition, repeats):
+def run_torch(make, solver, budget, repeats):
+    from torch._functorch import config as fconfig
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+    def partition(joint, inputs, **kw):
+        if solver == "default":
+            return default_partition(joint, inputs, **kw)
+        with fconfig.patch(activation_memory_budget=budget, activation_memory_budget_solver=solver):
+            return min_cut_rematerialization_partition(joint, inputs, compiler="inductor", **kw)
+
     model, inputs, targets, loss_fn = make()
     loss_fn = loss_fn or _default_loss
     cap, seconds = {}, {}
@@ -95,27 +126,43 @@ def run_torch(make, partition, repeats):
 
     step = aot_step(model, inputs, targets, loss_fn, timed_partition, cap)
     peak, t = peak_and_time(model, inputs, targets, step, repeats)
-    flops, us, n = recomputed_in(cap)
+    flops, us, n = score(recomputed_by_torch(cap))
     return dict(saved=saved_bytes_of(cap), flops=flops, us=us, ops=n, plan=seconds.get("plan", 0.0),
                 peak=peak, step=t)
 
 
-def run_memplan(make, budget, repeats, budget_on="peak"):
+def run_memplan(make, budget, repeats, budget_on, cost, time_limit):
     model, inputs, targets, loss_fn = make()
-    cm = mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, cost=COST, time_limit=30,
+    cm = mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, cost=cost, time_limit=time_limit,
                     budget_on=budget_on)
-    g = {op["name"]: op for op in cm.graph["ops"]}
-    counts = {}
-    for op, _ in cm.schedule.steps:
-        counts[op] = counts.get(op, 0) + 1
-    flops = sum((c - 1) * g[o].get("flops", 0.0) for o, c in counts.items() if c > 1)
-    us = sum((c - 1) * g[o]["cost"] for o, c in counts.items() if c > 1)
-    n = sum(c - 1 for c in counts.values() if c > 1)
-
+    flops, us, n = score(recomputed_by_memplan(cm))
     peak, t = peak_and_time(model, inputs, targets, lambda: cm(*inputs, *targets).backward(), repeats)
-    return dict(saved=cm.schedule.saved_bytes, flops=flops, us=us, ops=n,
-                plan=cm.seconds["plan"], peak=peak, step=t, predicted=cm.schedule.live_peak,
-                store_all=cm.store_all, schedule=cm.schedule)
+    return dict(saved=cm.schedule.saved_bytes, flops=flops, us=us, ops=n, plan=cm.seconds["plan"], peak=peak,
+                step=t, predicted=cm.schedule.live_peak)
+
+
+def one(argv):
+    """One configuration in this process: torch MODEL SOLVER BUDGET | memplan MODEL ON COST BUDGET."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("who", choices=["torch", "memplan"])
+    ap.add_argument("model")
+    ap.add_argument("how")              # torch: default|greedy|dp|ilp; memplan: peak|saved
+    ap.add_argument("budget")           # a float, bytes (int), or "none"
+    ap.add_argument("--cost", default=SCORE)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=30)
+    a = ap.parse_args(argv)
+    make = batch_stats_only(MODELS[a.model])
+    budget = None if a.budget == "none" else (int(a.budget) if a.budget.isdigit() else float(a.budget))
+    try:
+        if a.who == "torch":
+            emit(run_torch(make, a.how, budget, a.repeats))
+        else:
+            emit(run_memplan(make, budget, a.repeats, a.how, a.cost, a.time_limit))
+    except mt.MemplanError as e:
+        emit({"error": f"{type(e).__name__}: {e}"})
+    except Exception as e:  # e.g. the ilp solver without scipy
+        emit({"error": f"failed: {type(e).__name__}: {e}"})
 
 
 def main():
@@ -124,61 +171,54 @@ def main():
     ap.add_argument("--budgets", default="0.5,0.33")
     ap.add_argument("--solvers", default="greedy,dp,ilp")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=30, help="memplan's time limit per plan (seconds)")
     args = ap.parse_args()
+    me = os.path.abspath(__file__)
+    common = ["--repeats", str(args.repeats), "--time-limit", f"{args.time_limit:g}"]
+
+    def sub(*argv):
+        log(" ".join(argv))
+        return isolated(me, ["--one", *argv, *common])
+
+    def row(model, budget, planner, r, target=None):
+        if "error" in r:
+            return [model, budget, planner, r["error"][:90]] + [""] * 7
+        met = "-"
+        if target is not None:
+            met = f"{mib(target)}: " + ("yes" if r["peak"] <= target else
+                                        f"no (+{(r['peak'] - target) / target * 100:.1f} %)")
+        return [model, budget, planner, mib(r["saved"]), f"{r['flops'] / 1e9:.2f}", f"{r['us']:.1f}",
+                str(r["ops"]), f"{r['plan']:.2f}", mib(r["peak"]), met, f"{r['step']:.2f}"]
+
     rows = []
     for name in args.models.split(","):
-        make = batch_stats_only(MODELS[name])
-        log(f"{name}: memplan store-all")
-        base = run_memplan(make, None, args.repeats)
+        base = sub("memplan", name, "peak", "none")
+        if "error" in base:
+            rows.append(row(LABEL[name], "1.0", "memplan store-all", base))
+            continue
         A, S = base["predicted"], base["saved"]
-        log(f"{name}: PyTorch default partition")
-        d = run_torch(make, default_partition, args.repeats)
-        rows.append([LABEL[name], "1.0", "PyTorch default", mib(d["saved"]), "0", "0.0", "0", "-", mib(d["peak"]),
-                     "-", f"{d['step']:.2f}"])
-        rows.append(["", "1.0", "memplan store-all", mib(S), "0", "0.0", "0", f"{base['plan']:.2f}",
-                     mib(base["peak"]), "-", f"{base['step']:.2f}"])
-        for b in [float(x) for x in args.budgets.split(",")]:
-            results = {}
-            for solver in args.solvers.split(","):
-                log(f"{name}: PyTorch at {b}, {solver}")
-
-                def part(joint, inputs, **kw):
-                    with fconfig.patch(activation_memory_budget=b, activation_memory_budget_solver=solver):
-                        return min_cut_rematerialization_partition(joint, inputs, compiler="inductor", **kw)
-                try:
-                    results[solver] = run_torch(make, part, args.repeats)
-                except Exception as e:  # e.g. the ilp solver without scipy
-                    results[solver] = f"failed: {type(e).__name__}: {e}"[:60]
-            ok = {k: v for k, v in results.items() if isinstance(v, dict)}
-            if not ok:
+        rows.append(row(LABEL[name], "1.0", "PyTorch default", sub("torch", name, "default", "none")))
+        rows.append(row("", "1.0", "memplan store-all", base))
+        for b in args.budgets.split(","):
+            results = {s: sub("torch", name, s, b) for s in args.solvers.split(",")}
+            ok = {k: v for k, v in results.items() if "error" not in v}
+            ref = "dp" if "dp" in ok else next(iter(ok), None)
+            target = None if ref is None else int(A - (S - ok[ref]["saved"]))
+            for s, r in results.items():
+                rows.append(row("", b, f"PyTorch {s}", r, target))
+            if ref is None:
                 continue
-            # memplan gets the saved bytes of PyTorch's default solver (dp), or of the first that ran.
-            ref_solver = "dp" if "dp" in ok else next(iter(ok))
-            s_t = ok[ref_solver]["saved"]
-            target = int(A - (S - s_t))
-            meets = lambda p: "yes" if p <= target else f"no (+{(p - target) / target * 100:.1f} %)"  # noqa
-            for solver, r in results.items():
-                if not isinstance(r, dict):
-                    rows.append(["", f"{b}", f"PyTorch {solver}", r] + [""] * 7)
-                    continue
-                rows.append(["", f"{b}", f"PyTorch {solver}", mib(r["saved"]), f"{r['flops'] / 1e9:.1f}",
-                             f"{r['us']:.1f}", str(r["ops"]), f"{r['plan']:.2f}", mib(r["peak"]),
-                             f"{mib(target)}: {meets(r['peak'])}", f"{r['step']:.2f}"])
-            runs = [("memplan, peak", target, "peak"),
-                    ("memplan, saved bytes", min(1.0, s_t / S), "saved")]
-            for label, budget, on in runs:
-                log(f"{name}: {label} at PyTorch-{ref_solver}'s saved bytes ({mib(s_t)} MiB; peak {mib(target)} MiB)")
-                try:
-                    m = run_memplan(make, budget, args.repeats, budget_on=on)
-                except mt.MemplanError as e:
-                    rows.append(["", f"{b}", label, f"no plan: {e}"[:80]] + [""] * 7)
-                    continue
-                rows.append(["", f"{b}", label, mib(m["saved"]), f"{m['flops'] / 1e9:.1f}",
-                             f"{m['us']:.1f}", str(m["ops"]), f"{m['plan']:.2f}", mib(m["peak"]),
-                             f"{mib(target)}: {meets(m['peak'])}", f"{m['step']:.2f}"])
-    table(["model", "budget", "planner", "saved (MiB)", "recomputed GFLOP", "recomputed us (roofline:v100)",
+            frac = f"{min(1.0, ok[ref]['saved'] / S):.6f}"
+            rows.append(row("", b, "memplan, peak", sub("memplan", name, "peak", str(target)), target))
+            rows.append(row("", b, "memplan, saved", sub("memplan", name, "saved", frac), target))
+            rows.append(row("", b, "memplan, saved, flops",
+                            sub("memplan", name, "saved", frac, "--cost", "flops"), target))
+    table(["model", "budget", "planner", "saved (MiB)", "recomputed GFLOP", f"recomputed us ({SCORE})",
            "recomputed ops", "plan (s)", "measured peak (MiB)", "peak budget (MiB): met", "step (s)"], rows)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        one(sys.argv[2:])
+    else:
+        main()

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ex.add_argument("--vocab", type=int, help="vocabulary for --seq (default: the model's .vocab, else 50257)")
     ex.add_argument("--classes", type=int, default=1000, help="classes of image targets (default 1000)")
     ex.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
-    ex.add_argument("--cost", default="roofline:v100", help="roofline:DEVICE, fused:DEVICE or measured:cpu")
+    ex.add_argument("--cost", default="roofline:v100", help="roofline:DEVICE, fused:DEVICE, measured:cpu or flops")
     ex.add_argument("--workspace", default="cpu", choices=("cpu", "none"))
     ex.add_argument("--name", help="the graph's name (default MODEL-train-bBATCH)")
     ex.add_argument("-o", "--output", required=True)

@@ -1,4 +1,4 @@
-"""Cost models for exported graphs: the same three the C++ side has.
+"""Cost models for exported graphs: the three the C++ side has, and PyTorch's.
 
 ``roofline:DEVICE`` and ``fused:DEVICE`` mirror ``include/memplan/cost/model.hpp``
 and ``cost/device.hpp`` formula for formula (the device table is copied here and
@@ -8,6 +8,12 @@ matrix products and the other rate otherwise; under ``fused`` a point-wise op is
 folded into the kernel of its producer and pays only its arithmetic and the
 reads that no producer hands it. ``measured`` (``measured:cpu``) runs the joint
 graph on this machine node by node and records each op's median time.
+``flops`` is the runtime estimate of PyTorch's own activation-budget partitioner
+(``activation_memory_budget_runtime_estimator = "flops"``): an op costs the
+FLOPs PyTorch's flop counter gives it, and at least 1, so point-wise ops,
+reductions and copies are nearly free. Its unit is the flop (``cost_unit``
+"flop"): it exists so that memplan can be compared with PyTorch's partitioner
+under PyTorch's cost model, not as a model of time.
 """
 from __future__ import annotations
 
@@ -44,23 +50,37 @@ def roofline_us(device: str, kind: str, flops: float, nbytes: float) -> float:
 
 
 def parse(spec: str) -> tuple[str, str]:
-    """'roofline:v100' -> ('roofline', 'v100'); 'measured' / 'measured:cpu' -> ('measured', 'cpu')."""
+    """'roofline:v100' -> ('roofline', 'v100'); 'measured' / 'measured:cpu' -> ('measured', 'cpu');
+    'flops' -> ('flops', '')."""
     kind, _, device = spec.partition(":")
+    if kind == "flops":
+        if device:
+            raise ValueError(f"cost model '{spec}': flops has no device")
+        return "flops", ""
     if kind == "measured":
         if device not in ("", "cpu"):
             raise ValueError(f"cost model '{spec}': measured costs are taken on this machine's CPU ('measured:cpu')")
         return "measured", "cpu"
     if kind not in ("roofline", "fused"):
-        raise ValueError(f"unknown cost model '{spec}': expected roofline:DEVICE, fused:DEVICE or measured[:cpu]")
+        raise ValueError(f"unknown cost model '{spec}': expected roofline:DEVICE, fused:DEVICE, measured[:cpu] "
+                         "or flops")
     device = device or "v100"
     if device not in DEVICES:
         raise ValueError(f"cost model '{spec}': unknown device '{device}' (known: {', '.join(DEVICES)})")
     return kind, device
 
 
+def unit(spec: str) -> str:
+    """The unit of the costs `spec` gives: "flop" for flops, "us" (microseconds) for the others."""
+    return "flop" if parse(spec)[0] == "flops" else "us"
+
+
 def model_us(spec: str, w: OpWork) -> float:
-    """The time of `w` in microseconds under roofline:DEVICE or fused:DEVICE."""
+    """The cost of `w` under roofline:DEVICE or fused:DEVICE (microseconds), or flops (FLOPs: matrix
+    products' FLOPs, every other op 1, as PyTorch's partitioner estimates runtime)."""
     kind, device = parse(spec)
+    if kind == "flops":
+        return max(w.flops if w.kind == MATMUL else 0.0, 1.0)
     if kind == "fused" and w.kind == POINTWISE:
         return roofline_us(device, w.kind, w.flops, max(0.0, w.bytes_read - w.producer_bytes))
     if kind == "measured":

@@ -30,7 +30,8 @@ it:
   is the mask of the forward.
 - **Costs**: ``roofline:DEVICE`` or ``fused:DEVICE`` from each op's FLOPs
   (PyTorch's flop counter on meta tensors) and bytes, as the C++ cost models
-  compute them, or ``measured:cpu``, each node timed on this machine.
+  compute them, ``measured:cpu``, each node timed on this machine, or
+  ``flops``, PyTorch's partitioner's own estimate (unit: flop).
 
 No variants are offered: the backward ops of the joint graph already read what
 ATen's derivative formulas read (ReLU's backward reads its output,
@@ -448,7 +449,7 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
         "format": "memplan.graph",
         "version": 1,
         "name": name,
-        "cost_unit": "us",
+        "cost_unit": _costs.unit(cost),
         "cost_model": cost,
         "tensors": tensors,
         "ops": ops,
@@ -480,7 +481,8 @@ def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable |
 
     The step is ``loss_fn(model(*example_inputs), *targets)``, its backward, and `optimizer`'s update
     ("sgd" or "adam"). ``loss_fn`` defaults to cross-entropy against ``targets[0]`` (a sum without targets).
-    ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE" or "measured:cpu".
+    ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE", "measured:cpu" or "flops"
+    (PyTorch's partitioner's estimate: matrix FLOPs, other ops 1; unit "flop").
     ``workspace``: "cpu" (default): each op's temporaries, measured by running the step once on this
     machine's CPU under the profiler (what the op allocates beyond its outputs); "none": no workspaces."""
     return export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace,

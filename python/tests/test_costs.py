@@ -24,6 +24,9 @@ def test_roofline_and_fused():
     assert costs.model_us("fused:v100", w) == pytest.approx(1e6 / other * 1e6)
     m = costs.OpWork(kind=costs.MATMUL, flops=1e12, bytes_read=1e6, bytes_written=1e6)
     assert costs.model_us("fused:h200", m) == costs.model_us("roofline:h200", m) == pytest.approx(1e12 / 400e12 * 1e6)
-    for bad in ("roofline:tpu", "magic", "measured:gpu"):
+    # PyTorch's partitioner's estimate: matrix FLOPs, and 1 for anything else.
+    assert costs.model_us("flops", m) == 1e12 and costs.model_us("flops", w) == 1.0
+    assert costs.unit("flops") == "flop" and costs.unit("roofline:v100") == "us"
+    for bad in ("roofline:tpu", "magic", "measured:gpu", "flops:v100"):
         with pytest.raises(ValueError):
             costs.parse(bad)

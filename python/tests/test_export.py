@@ -82,6 +82,12 @@ def test_costs_follow_the_model():
     c2 = {op["name"]: op["cost"] for op in g2["ops"]}
     assert all(c1[k] >= c2[k] for k in c1)  # the H200 is faster at everything
     assert any(op.get("flops", 0) > 0 for op in g1["ops"])
+    # PyTorch's partitioner's estimate: matrix FLOPs, 1 for anything else, in its own unit; memplan plans it.
+    g3 = mt.export(case[0], case[1], case[3], targets=case[2], cost="flops", workspace="none")
+    assert g3["cost_unit"] == "flop" and g1["cost_unit"] == "us"
+    assert all(op["cost"] == max(op.get("flops", 0.0), 1.0) for op in g3["ops"] if op["phase"] != "update")
+    plan, report = command.plan(g3, "80%", time_limit=5)
+    assert command.check(g3, plan)[0] and "flop" in report
     with pytest.raises(ValueError, match="unknown device"):
         mt.export(case[0], case[1], case[3], targets=case[2], cost="roofline:tpu")
 
