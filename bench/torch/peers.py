@@ -16,7 +16,8 @@ solver (dp), s:
 
 Every row is scored by the same code: bytes saved for the backward (distinct storages the forward hands
 over, weights excluded), recomputed FLOPs (PyTorch's flop counter) and recomputed cost under
-roofline:v100 (the same formula for every planner), the planner's time, the measured peak of the step on
+roofline:v100 (the same formula for every planner; for PyTorch, the recomputed nodes whose results the
+backward uses, with the dead ones its graphs also run counted apart, see recomputed_by_torch), the planner's time, the measured peak of the step on
 the CPU (profiler, as in fidelity.py) against the peak A - (S - s), and the step time (median of
 --repeats, unprofiled). Each configuration runs in a process of its own (common.isolated).
 
@@ -64,7 +65,11 @@ def score(nodes):
 
 
 def recomputed_by_torch(cap):
-    """The joint graph's forward nodes that PyTorch's backward graph runs again."""
+    """The joint graph's forward nodes that PyTorch's backward graph runs again, as (used, dead): `dead` are
+    those whose results nothing in the backward uses. PyTorch's partitions of the GPT-2 run such chains
+    (a dropout's mask made again and never read, with the attention scores it came from): a random op is
+    impure, so the graph keeps it and its inputs. They cost time but were no planner's choice; the table
+    scores the used ones and counts the dead ones apart."""
     joint = cap["joint"]
     nodes = list(joint.graph.nodes)
     outs = [n for n in nodes if n.op == "output"][0].args[0]
@@ -75,8 +80,17 @@ def recomputed_by_torch(cap):
         if n.name not in fwd:
             fwd.add(n.name)
             stack.extend(n.all_input_nodes)
+    bw_nodes = list(cap["bw"].graph.nodes)
+    used = set()
+    stack = [n for n in bw_nodes if n.op == "output"]
+    while stack:
+        n = stack.pop()
+        if n.name not in used:
+            used.add(n.name)
+            stack.extend(n.all_input_nodes)
     by_name = {n.name: n for n in nodes}
-    return [by_name[n.name] for n in cap["bw"].graph.nodes if n.op == "call_function" and n.name in fwd]
+    again = [n.name for n in bw_nodes if n.op == "call_function" and n.name in fwd]
+    return [by_name[x] for x in again if x in used], [by_name[x] for x in again if x not in used]
 
 
 def recomputed_by_memplan(cm):
@@ -126,9 +140,10 @@ def run_torch(make, solver, budget, repeats):
 
     step = aot_step(model, inputs, targets, loss_fn, timed_partition, cap)
     peak, t = peak_and_time(model, inputs, targets, step, repeats)
-    flops, us, n = score(recomputed_by_torch(cap))
-    return dict(saved=saved_bytes_of(cap), flops=flops, us=us, ops=n, plan=seconds.get("plan", 0.0),
-                peak=peak, step=t)
+    used, dead = recomputed_by_torch(cap)
+    flops, us, n = score(used)
+    return dict(saved=saved_bytes_of(cap), flops=flops, us=us, ops=n, dead_ops=score(dead)[2],
+                dead_us=score(dead)[1], plan=seconds.get("plan", 0.0), peak=peak, step=t)
 
 
 def run_memplan(make, budget, repeats, budget_on, cost, time_limit):
@@ -187,8 +202,9 @@ def main():
         if target is not None:
             met = f"{mib(target)}: " + ("yes" if r["peak"] <= target else
                                         f"no (+{(r['peak'] - target) / target * 100:.1f} %)")
+        ops = str(r["ops"]) + (f" (+{r['dead_ops']} dead, {r['dead_us']:.0f} us)" if r.get("dead_ops") else "")
         return [model, budget, planner, mib(r["saved"]), f"{r['flops'] / 1e9:.2f}", f"{r['us']:.1f}",
-                str(r["ops"]), f"{r['plan']:.2f}", mib(r["peak"]), met, f"{r['step']:.2f}"]
+                ops, f"{r['plan']:.2f}", mib(r["peak"]), met, f"{r['step']:.2f}"]
 
     rows = []
     for name in args.models.split(","):
