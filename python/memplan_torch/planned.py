@@ -57,20 +57,23 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
     wbytes = {op["name"]: op.get("workspace", 0) for op in graph["ops"]}
     delta = [0] * (n + 1)
     for b in plan["buffers"]:
+        t = b.get("tensor")
+        if t is None:
+            continue  # a workspace: counted at its op's step below
         # Sizes from `graph`, not from the plan: a plan made on forward_memory_graph has 0-byte
         # backward buffers, and this is the real step's memory.
-        nb = tbytes[b["tensor"]] if b.get("tensor") is not None else wbytes.get(steps[b["workspace"]][0], 0)
-        delta[b["first"]] += nb
-        delta[b["last"] + 1] -= nb
-        t = b.get("tensor")
-        if t is None or t in persistent or t in returned:
+        delta[b["first"]] += tbytes[t]
+        delta[b["last"] + 1] -= tbytes[t]
+        if t in persistent or t in returned:
             continue
         if b["last"] < n - 1:
             frees[b["last"]].append(t)
     live = peak = 0
     for i in range(n):
         live += delta[i]
-        peak = max(peak, live)
+        # Each op's workspace while it runs, from `graph` too: forward_memory_graph's backward ops have
+        # none, so its plans have no workspace buffer for them, but their kernels still allocate it.
+        peak = max(peak, live + wbytes.get(steps[i][0], 0))
     # Backward half: from the step that runs the seed (ones_like of the loss) on.
     split = n
     seed_op = next((op for op, node in mapping.op_node.items() if node == seed_node), None)
