@@ -59,7 +59,7 @@ if [ "$mode" = test ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-# Release at -O2 rather than CMake's -O3: a quarter less compile time, no slower (docs/architecture.md,
+# Release at -O2 rather than CMake's -O3: 5 % less compile time, no slower (docs/architecture.md,
 # "Build time").
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
 cmake --build build -j "$jobs"
