@@ -2,9 +2,9 @@
 (the same executor with every tensor kept; and eager PyTorch where the model has no dropout), the plan's
 predicted peak against the measured one (profiler, as in fidelity.py), the step time and what was
 recomputed. Each budget is planned as a peak for the whole step (budget_on="peak": the fraction f made
-into A - (1 - f) S, see memplan_torch.planned.budget_bytes) and as a budget on the forward's memory alone
-(budget_on="saved", PyTorch's kind); the "budget (MiB)" column is the peak memplan planned for (of the
-forward's memory graph for "saved"). A budget below what any schedule needs is reported as memplan
+into A - (1 - f) S, see memplan_torch.planned.budget_bytes) and as a budget on what crosses from the
+forward to the backward (budget_on="saved", PyTorch's kind); the "budget (MiB)" column is the peak
+memplan planned for, or for "saved" the bytes allowed at the backward's seed. A budget below what any schedule needs is reported as memplan
 reports it. Each model runs in a process of its own (common.isolated).
 
     build/venv/bin/python bench/torch/compile.py [--models resnet18,resnet50,gpt2] [--budgets 0.5,0.33]
@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--models", default="resnet18,resnet50,gpt2")
     ap.add_argument("--budgets", default="0.5,0.33")
     ap.add_argument("--on", default="peak,saved", help="kinds of budget: peak (the step's peak), saved "
-                    "(the forward's memory, as PyTorch's activation budget)")
+                    "(what crosses from the forward to the backward, as PyTorch's activation budget)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=30, help="memplan's time limit per plan (seconds)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)

@@ -9,8 +9,9 @@ solver (dp), s:
 
 - **memplan, peak**: the peak those saved bytes promise, the store-all peak less what is no longer
   saved, A - (S - s) (``memplan_torch.compile`` with a peak budget; cost model roofline:v100);
-- **memplan, saved**: s as a budget on the forward's memory alone (``budget_on="saved"``), PyTorch's
-  own kind of budget; cost model roofline:v100;
+- **memplan, saved**: s as a budget on what crosses from the forward to the backward
+  (``budget_on="saved"``), PyTorch's own kind of budget: neither the forward's transients nor the
+  backward's memory count against it; cost model roofline:v100;
 - **memplan, saved, flops**: the same with PyTorch's own cost model (``cost="flops"``: matrix FLOPs,
   other ops free), so that both planners minimise the same thing.
 
@@ -224,7 +225,7 @@ def main():
                 rows.append(row("", b, f"PyTorch {s}", r, target))
             if ref is None:
                 continue
-            frac = f"{min(1.0, ok[ref]['saved'] / S):.6f}"
+            frac = f"{min(1.0, ok[ref]['saved'] / S):.9f}"
             rows.append(row("", b, "memplan, peak", sub("memplan", name, "peak", str(target)), target))
             rows.append(row("", b, "memplan, saved", sub("memplan", name, "saved", frac), target))
             rows.append(row("", b, "memplan, saved, flops",

@@ -38,6 +38,7 @@ class Schedule:
     saved: list             # tensor names kept from the forward half into the backward half
     saved_bytes: int        # their bytes
     live_peak: int          # the plan's largest sum of live buffer bytes
+    seed_live: int          # the bytes live at the backward's seed (the step `split`), workspace aside
     arena: int              # the plan's arena_bytes
     recomputed: list        # op names run more than once
 
@@ -52,14 +53,14 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
     steps = [(s["op"], mapping.op_node.get(s["op"])) for s in plan["steps"]]
     n = len(steps)
     frees = [[] for _ in range(n)]
-    tbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
+    tbytes = {t["name"]: t["bytes"] for t in graph["tensors"] if t["name"] != PHANTOM}
     persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
     wbytes = {op["name"]: op.get("workspace", 0) for op in graph["ops"]}
     delta = [0] * (n + 1)
     for b in plan["buffers"]:
         t = b.get("tensor")
-        if t is None:
-            continue  # a workspace: counted at its op's step below
+        if t is None or t not in tbytes:
+            continue  # a workspace, counted at its op's step below, or forward_memory_graph's PHANTOM
         # Sizes from `graph`, not from the plan: a plan made on forward_memory_graph has 0-byte
         # backward buffers, and this is the real step's memory.
         delta[b["first"]] += tbytes[t]
@@ -68,9 +69,10 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
             continue
         if b["last"] < n - 1:
             frees[b["last"]].append(t)
-    live = peak = 0
+    live, peak, live_at = 0, 0, []
     for i in range(n):
         live += delta[i]
+        live_at.append(live)
         # Each op's workspace while it runs, from `graph` too: forward_memory_graph's backward ops have
         # none, so its plans have no workspace buffer for them, but their kernels still allocate it.
         peak = max(peak, live + wbytes.get(steps[i][0], 0))
@@ -81,13 +83,14 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
         if op == seed_op or mapping.op_phase.get(op) == "update":
             split = i
             break
-    saved = sorted({b["tensor"] for b in plan["buffers"] if b.get("tensor") and b["tensor"] not in persistent
-                    and b["first"] < split <= b["last"]})
+    saved = sorted({b["tensor"] for b in plan["buffers"] if b.get("tensor") in tbytes
+                    and b["tensor"] not in persistent and b["first"] < split <= b["last"]})
     counts: dict = {}
     for op, _ in steps:
         counts[op] = counts.get(op, 0) + 1
     return Schedule(steps=steps, frees=frees, split=split, saved=saved,
                     saved_bytes=int(sum(tbytes[t] for t in saved)), live_peak=peak,
+                    seed_live=int(live_at[split]) if split < n else int(live),
                     arena=int(plan["arena_bytes"]), recomputed=sorted(o for o, c in counts.items() if c > 1))
 
 
@@ -233,20 +236,55 @@ class PlannedModule(torch.nn.Module):
         return _PlannedStep.apply(self, len(params), *params, *rest)
 
 
-def forward_memory_graph(graph: dict) -> dict:
-    """`graph` with what the backward and the update produce and their workspaces at 0 bytes: its peak is
-    the forward's memory (what the forward keeps, its transients, and the forward tensors the backward
-    recomputes), so a budget on it is a budget on the bytes saved for the backward, as PyTorch's
-    ``activation_memory_budget`` is, and leaves the backward's own memory free. (The idea of planning a
-    part on its forward memory alone is the one block_dp uses for its blocks.)"""
+PHANTOM = "memplan_torch.seed_room"        # the tensor forward_memory_graph adds, and the op that makes it
+
+
+def forward_memory_graph(graph: dict, seed_op: str | None = None) -> tuple[dict, int]:
+    """`graph` planned for a budget on what crosses from the forward to the backward: (that graph, the
+    bytes R a budget B must be raised by on it).
+
+    A plan of it under B + R holds at most B at the backward's seed (`seed_op`; by default the first op
+    listed outside the forward): the parameters and other persistent tensors, the loss, and the bytes
+    saved for the backward, which is what PyTorch's ``activation_memory_budget`` bounds. Neither the
+    forward's transients nor the backward's own memory count against it, as they do not in PyTorch's
+    knapsack:
+    - what the backward and the update produce, and their workspaces, are 0 bytes;
+    - an op ``PHANTOM``, listed just before the seed, makes a tensor ``PHANTOM`` of R bytes that the
+      seed reads: it exists only at those two steps. R is every forward tensor's bytes plus the largest
+      forward workspace, so that anywhere else (the forward, what the backward recomputes) there is
+      room for everything. The executor runs no node for the op (``schedule_of`` skips the tensor).
+    The idea of planning a part on its forward memory alone is the one block_dp uses for its blocks."""
     g = dict(graph)
     later = [op for op in graph["ops"] if op["phase"] != "forward"]
     zero = {t for op in later for t in op["outputs"]}
+    forward_out = {t for op in graph["ops"] if op["phase"] == "forward" for t in op["outputs"]}
+    persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
+    room = sum(t["bytes"] for t in graph["tensors"] if t["name"] in forward_out and t["name"] not in persistent)
+    room += max((op.get("workspace", 0) for op in graph["ops"] if op["phase"] == "forward"), default=0)
+    room = -(-room // 4096) * 4096  # whole pages: an arena's alignment (256 by default) divides it
+    if seed_op is None:
+        seed_op = later[0]["name"] if later else None
+    if seed_op is None or room == 0:
+        room = 0
     g["tensors"] = [dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]]
-    g["ops"] = [dict(op, workspace=0) if op["phase"] != "forward" and op.get("workspace") else op
-                for op in graph["ops"]]
+    if room:
+        if any(t["name"] == PHANTOM for t in graph["tensors"]) or any(o["name"] == PHANTOM for o in graph["ops"]):
+            raise ValueError(f"graph '{graph['name']}' already has a tensor or op '{PHANTOM}'")
+        g["tensors"] = g["tensors"] + [{"name": PHANTOM, "bytes": room}]
+    ops = []
+    for op in graph["ops"]:
+        if op["phase"] != "forward" and op.get("workspace"):
+            op = dict(op, workspace=0)
+        if op["name"] == seed_op and room:
+            ops.append({"name": PHANTOM, "inputs": [], "outputs": [PHANTOM], "phase": "backward", "cost": 0.0})
+            op = dict(op, inputs=list(op["inputs"]) + [PHANTOM])
+            if op.get("variants"):
+                op["variants"] = [dict(v, inputs=list(v["inputs"]) + [PHANTOM]) if "inputs" in v else v
+                                  for v in op["variants"]]
+        ops.append(op)
+    g["ops"] = ops
     g["name"] = graph["name"]
-    return g
+    return g, room
 
 
 def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0):
@@ -264,6 +302,41 @@ def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit
     return int(sched.live_peak - (1 - budget) * sched.saved_bytes), sched
 
 
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
+
+
+def forward_budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0,
+                         seed_op: str | None = None):
+    """A budget on the bytes live at the backward's seed (``budget_on="saved"``: the resident tensors,
+    the loss and what is saved for the backward), before forward_memory_graph's room is added: a
+    fraction f of the bytes store-all saves, S (store-all's bytes at the seed, A, less (1 - f) S), bytes
+    (int), a size as memplan reads it ('2GB', '512MiB'), or 'P%' of A. Returns (bytes or None, the
+    store-all schedule or None)."""
+    if budget is None:
+        return None, None
+    if isinstance(budget, int):
+        if budget <= 0:
+            raise ValueError(f"budget {budget}: bytes must be positive")
+        return budget, None
+    import re
+    m = None if isinstance(budget, float) else re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)(%|[KMGT]i?B|B)?",
+                                                            str(budget).strip())
+    if not isinstance(budget, float) and (not m or (m.group(2) not in (None, "%") and m.group(2) not in _UNITS)):
+        raise ValueError(f"budget {budget!r}: expected a fraction (0.5), bytes (int), a size ('2GB', "
+                         "'512MiB') or a percentage ('40%' of store-all's bytes at the backward's seed)")
+    if m and m.group(2) != "%":
+        return int(float(m.group(1)) * _UNITS[m.group(2) or ""]), None
+    if isinstance(budget, float) and not 0 < budget <= 1:
+        raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
+    fwd, _ = forward_memory_graph(graph, seed_op)
+    store_all, _ = command.plan(fwd, None, time_limit=time_limit)
+    sched = schedule_of(fwd, mapping, store_all, joint)
+    if isinstance(budget, float):
+        return int(sched.seed_live - (1 - budget) * sched.saved_bytes), sched
+    return int(sched.seed_live * float(m.group(1)) / 100), sched
+
+
 def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
             loss_fn: Callable | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
             remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "cpu",
@@ -271,11 +344,13 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     """`model`'s training step planned by memplan under `budget` and run as planned.
 
     ``budget``: a fraction of the bytes store-all saves for the backward (0.5; see ``budget_bytes``),
-    bytes (int), or a string memplan reads ('2GB', '40%' of the store-all arena); None plans without a
-    budget (store-all). The example inputs fix the shapes the plan is for.
+    bytes (int), or a string memplan reads ('2GB', '40%' of the store-all arena, or with
+    budget_on="saved" of store-all's bytes at the backward's seed); None plans without a budget (store-all). The
+    example inputs fix the shapes the plan is for.
     ``budget_on``: "peak" (default): the budget bounds the step's whole peak; "saved": it bounds the
-    forward's memory only (``forward_memory_graph``: the bytes saved for the backward and the forward's
-    transients), as PyTorch's activation budget does; the backward's own memory is then not planned.
+    bytes live at the backward's seed only (``forward_memory_graph``: the bytes saved for the backward,
+    with the resident tensors and the loss), as PyTorch's activation budget does; the forward's
+    transients and the backward's own memory, with what it recomputes, are then not bounded.
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
     from .export import _default_loss
     loss_fn = loss_fn or _default_loss
@@ -288,13 +363,27 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     t1 = time.perf_counter()
     if budget_on not in ("peak", "saved"):
         raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
-    planned_graph = graph if budget_on == "peak" else forward_memory_graph(graph)
-    target, store_all = budget_bytes(planned_graph, mapping, joint, budget, time_limit)
+    if budget_on == "peak":
+        target, store_all = budget_bytes(graph, mapping, joint, budget, time_limit)
+        planned_graph = graph
+    else:
+        seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
+        planned_graph, room = forward_memory_graph(graph, seed_op)
+        target, store_all = forward_budget_bytes(graph, mapping, joint, budget, time_limit, seed_op)
+        if target is not None:
+            target += room
     t2 = time.perf_counter()
-    plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit)
+    try:
+        plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit)
+    except command.Infeasible as e:
+        if budget_on == "peak":
+            raise
+        raise command.Infeasible(f"{e} (budget_on='saved': the budget bounds the bytes at the backward's seed; "
+                                 f"{room} bytes of room for the rest were added to it)") from None
     t3 = time.perf_counter()
     pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), graph, joint, mapping, plan, report)
-    pm.budget_bytes = target if isinstance(target, int) else None
+    # The budget planned for, in bytes: of the step's peak, or of the bytes at the seed (less the room).
+    pm.budget_bytes = (target if budget_on == "peak" else target - room) if isinstance(target, int) else None
     pm.store_all = store_all
     pm.seconds = {"export": t1 - t0, "store_all": t2 - t1, "plan": t3 - t2}
     return pm

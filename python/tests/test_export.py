@@ -134,12 +134,12 @@ def test_lower_bound_matches_pytorchs_peak_and_every_plan_checks(name):
     # Every planner's plan of the exported graph is valid.
     planners = ["auto", "joint", "chain_dp", "block_dp", "chen_greedy", "sqrt_n", "store_all", "checkmate"]
     valid = 0
-    plan, _ = command.plan(g, None, time_limit=5)
+    plan, _ = command.plan(g, None, time_limit=2)
     assert command.check(g, plan)[0]
     for budget in ("100%", "50%", "33%"):
         for remat in planners:
             try:
-                plan, _ = command.plan(g, budget, remat=remat, time_limit=5)
+                plan, _ = command.plan(g, budget, remat=remat, time_limit=2)
             except (mt.Infeasible, mt.NoPlan) as e:  # an outcome with its reason, never a bad plan
                 assert "bytes" in str(e) or "infeasible" in str(e), str(e)
                 continue
