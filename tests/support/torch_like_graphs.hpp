@@ -74,26 +74,35 @@ inline graph torch_like_bn_graph(bool training = true, std::uint64_t stats_bytes
 
 /// Every schedule of remat_context's rule (what its planners make): each
 /// droppable tensor kept, dropped, or (training graphs) dropped and
-/// recomputed per use.
-inline std::vector<schedule> every_choice_schedule(const remat_context<graph>& ctx) {
+/// recomputed per use; and (training graphs) each tensor that only the
+/// forward part reads kept as a checkpoint or not (when `checkpoints`).
+inline std::vector<schedule> every_choice_schedule(const remat_context<graph>& ctx, bool checkpoints = true) {
     const graph& g = ctx.graph();
-    std::vector<std::size_t> drop;
-    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+    std::vector<std::size_t> drop, kept;
+    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
         if (ctx.droppable(static_cast<graph::id_type>(t))) drop.push_back(t);
+        if (checkpoints && ctx.checkpointable(static_cast<graph::id_type>(t))) kept.push_back(t);
+    }
     const std::size_t ways = ctx.general() ? 2 : 3;
     std::size_t count = 1;
     for (std::size_t i = 0; i < drop.size(); ++i) count *= ways;
-    REQUIRE(count <= 6561);
+    for (std::size_t i = 0; i < kept.size(); ++i) count *= 2;
+    REQUIRE(count <= 40000);
     std::vector<schedule> out;
     for (std::size_t code = 0; code < count; ++code) {
         auto c = ctx.keep_all();
         c.per_use.assign(g.num_tensors(), 0);
+        c.checkpoint.assign(g.num_tensors(), 0);
         std::size_t k = code;
         for (auto t : drop) {
             const auto d = k % ways;
             k /= ways;
             c.keep[t] = d == 0;
             c.per_use[t] = d == 2;
+        }
+        for (auto t : kept) {
+            c.checkpoint[t] = k % 2;
+            k /= 2;
         }
         out.push_back(ctx.schedule_of(c));
     }

@@ -86,6 +86,43 @@ TEST_CASE("remat.recompute.per_use_runs_again_for_each_reader") {
     CHECK(ctx.schedule_of(kept).size() == g.num_ops());
 }
 
+TEST_CASE("remat.recompute.a_checkpoint_is_where_recomputation_starts") {
+    // t0 is read by the forward part only: without a checkpoint it is gone
+    // after the forward and a1's recomputation runs f0 again; kept as a
+    // checkpoint, it lives into the backward and only f1 runs again.
+    const auto g = two_readers();
+    const remat_context<graph> ctx(g);
+    const auto a1 = *g.find_tensor("a1"), t0 = *g.find_tensor("t0");
+    REQUIRE(ctx.checkpointable(t0));
+    CHECK_FALSE(ctx.checkpointable(a1)); // the backward reads it: kept or dropped, not a checkpoint
+    auto c = ctx.keep_all();
+    c.keep[a1] = 0;
+    const auto without = ctx.schedule_of(c);
+    c.checkpoint.assign(g.num_tensors(), 0);
+    c.checkpoint[t0] = 1;
+    const auto with = ctx.schedule_of(c);
+    CHECK(runs_of(g, without, "f0") == 2);
+    CHECK(runs_of(g, with, "f0") == 1);
+    CHECK(runs_of(g, with, "f1") == 2);
+    CHECK(schedule_cost(g, with) < schedule_cost(g, without));
+    const auto p = make_plan(g, with, best_heuristic{}).plan;
+    const auto report = check_plan(g, p);
+    CHECK_MESSAGE(report.ok(), (report.ok() ? "" : report.violations.front().message));
+    // t0's buffer lives from f0 to the recomputation of f1 in the backward.
+    const auto b = std::find_if(p.buffers.begin(), p.buffers.end(), [&](const auto& x) { return x.tensor == t0; });
+    REQUIRE(b != p.buffers.end());
+    CHECK(g.op(with[b->last].op).name == "f1");
+    CHECK(b->last > 3); // f0, f1, f2 and loss are steps 0-3: it crosses into the backward
+    // Nothing else may be a checkpoint.
+    c.checkpoint[a1] = 1;
+    CHECK_THROWS_WITH_AS(ctx.schedule_of(c), doctest::Contains("'a1'"), memplan::error);
+    // Without a dropped tensor a checkpoint changes nothing.
+    auto kept = ctx.keep_all();
+    kept.checkpoint.assign(g.num_tensors(), 0);
+    kept.checkpoint[t0] = 1;
+    CHECK(ctx.schedule_of(kept).size() == g.num_ops());
+}
+
 TEST_CASE("remat.recompute.choice_sizes_are_checked") {
     const auto g = two_readers();
     const remat_context<graph> ctx(g);

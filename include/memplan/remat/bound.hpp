@@ -36,6 +36,11 @@
 //    of a second, but it does not charge the inputs a recomputation needs,
 //    so it is looser.
 //
+// A checkpoint (remat_choice::checkpoint: a tensor only the forward part
+// reads, kept for recomputations) only makes a tensor live longer: Checkmate's
+// LP lets any forward tensor be present, and the knapsack LP counts such a
+// tensor to its last forward reader, so both stay bounds with checkpoints.
+//
 // Each step only drops constraints or lowers costs, so either LP's optimum,
 // plus every op once at its fastest variant, is at most the cost of any
 // plan whose live bytes fit the budget (and the arena of a placed plan is at

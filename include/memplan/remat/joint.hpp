@@ -15,8 +15,11 @@
 // that removes the most excess (bytes above the target, summed over steps)
 // per unit of added cost. Then allocate; if fragmentation pushes the arena
 // over the budget, lower the target by the difference and continue. Last, a
-// polishing pass re-keeps dropped tensors and restores fast variants where
-// the plan still fits, most expensive recomputation first.
+// polishing pass re-keeps dropped tensors, keeps as checkpoints the tensors
+// the backward remakes but never reads (remat_choice::checkpoint), and
+// restores fast variants where the plan still fits, most expensive
+// recomputation first; the time left goes to a large-neighbourhood search
+// that keeps one such tensor and descends again without dropping it.
 //
 // On a graph without a backward part the moves include cones: a tensor live
 // across the peak ends its first life with its last reader before it and is
@@ -164,7 +167,7 @@ public:
                 std::erase_if(moves, [&](const move& m) {
                     if (m.kind == move::drop_cone)
                         return m.id == protect || std::find(m.cone.begin(), m.cone.end(), protect) != m.cone.end();
-                    return (m.kind == move::drop_tensor || m.kind == move::per_use) &&
+                    return (m.kind == move::drop_tensor || m.kind == move::per_use || m.kind == move::checkpoint) &&
                            (m.id == protect || m.id2 == protect);
                 });
             const auto all = moves;
@@ -279,9 +282,10 @@ public:
         for (std::size_t o = 0; o < g_.num_ops(); ++o)
             if (c.variant[o] != fast.variant[o])
                 undo_moves.push_back({move::set_variant, static_cast<id_type>(o), fast.variant[o], c.variant[o]});
+        for (auto t : checkpoint_candidates(c, cur)) undo_moves.push_back({move::checkpoint, t, 1, 0});
         // Most expensive recomputation (or slowest variant) first.
         auto saving = [&](const move& m) {
-            if (m.kind == move::keep_tensor || m.kind == move::per_use)
+            if (m.kind == move::keep_tensor || m.kind == move::per_use || m.kind == move::checkpoint)
                 return g_.cost_of(ctx_.index().producer[m.id], c.variant[ctx_.index().producer[m.id]]);
             return g_.cost_of(m.id, m.old_variant) - g_.cost_of(m.id, m.variant);
         };
@@ -302,44 +306,118 @@ public:
     /// cheaper. `accept(choice)` allocates and says whether it fits.
     template <class Accept>
     void improve(choice_type& c, size_type target, Accept&& accept) const {
-        double cur_cost = evaluate(c, target).cost;
+        auto cur = evaluate(c, target);
+        double cur_cost = cur.cost;
         for (bool improved = true; improved && !out_of_time();) {
             improved = false;
+            // Dropped tensors to keep again, and tensors the backward remakes
+            // but reads nothing of to keep as checkpoints: the most expensive
+            // recomputation first.
             std::vector<std::pair<double, id_type>> dropped;
+            auto cost_of_making = [&](id_type t) {
+                const auto p = ctx_.index().producer[t];
+                return g_.cost_of(p, c.variant[p]);
+            };
             for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-                if (!c.keep[t]) {
-                    const auto p = ctx_.index().producer[t];
-                    dropped.push_back({g_.cost_of(p, c.variant[p]), static_cast<id_type>(t)});
-                }
+                if (!c.keep[t]) dropped.push_back({cost_of_making(static_cast<id_type>(t)), static_cast<id_type>(t)});
+            for (auto t : checkpoint_candidates(c, cur)) dropped.push_back({cost_of_making(t), t});
             std::stable_sort(dropped.begin(), dropped.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
             for (const auto& [_, t] : dropped) {
                 if (out_of_time()) return;
-                if (c.keep[t]) continue;
+                const bool as_checkpoint = ctx_.checkpointable(t);
+                if (as_checkpoint ? c.is_checkpoint(t) : c.keep[t] != 0) continue;
                 auto trial = c;
-                trial.keep[t] = 1;
+                if (as_checkpoint) apply(trial, {move::checkpoint, t, 1, 0});
+                else trial.keep[t] = 1;
                 if (!descend(trial, target, t)) continue;
                 polish(trial, target);
-                const double cost = evaluate(trial, target).cost;
-                if (cost < cur_cost * (1 - 1e-9) && accept(trial)) {
+                auto e = evaluate(trial, target);
+                if (e.cost < cur_cost * (1 - 1e-9) && accept(trial)) {
                     c = std::move(trial);
-                    cur_cost = cost;
+                    cur_cost = e.cost;
+                    cur = std::move(e);
                     improved = true;
                 }
             }
         }
     }
 
+    /// Tensors that no backward op reads and that the schedule of `cur`
+    /// makes again (their producer runs more than once): keeping one as a
+    /// checkpoint saves that run and what it needed (remat_choice::checkpoint).
+    std::vector<id_type> checkpoint_candidates(const choice_type& c, const evaluation& cur) const {
+        std::vector<id_type> out;
+        if (ctx_.general()) return out;
+        std::vector<char> runs(g_.num_ops(), 0), seen(g_.num_tensors(), 0);
+        for (const auto& st : cur.schedule) {
+            if (runs[st.op] < 2) ++runs[st.op];
+            if (runs[st.op] < 2 || g_.op(st.op).phase != phase::forward) continue;
+            for (auto t : g_.op(st.op).outputs)
+                if (!seen[t] && ctx_.checkpointable(t) && !c.is_checkpoint(t)) {
+                    seen[t] = 1;
+                    out.push_back(t);
+                }
+        }
+        return out;
+    }
+
 private:
+    /// Scratch of remake_cost: ops counted in the current estimate.
+    struct remake_visit {
+        explicit remake_visit(std::size_t ops) : mark(ops, 0) {}
+        std::vector<std::uint32_t> mark;
+        std::uint32_t round = 0;
+        std::vector<id_type> stack;
+    };
+
+    /// A tensor that is gone after the forward part under `c`: dropped, or
+    /// read only by the forward part and not kept as a checkpoint.
+    bool gone(const choice_type& c, id_type t) const {
+        if (ctx_.droppable(t)) return !c.keep[t];
+        return ctx_.checkpointable(t) && !c.is_checkpoint(t);
+    }
+
+    /// Estimated cost of running `op` again in the backward part: it, and
+    /// every producer of a gone input, recursively, each once (at most
+    /// `max_ops` of them; a tensor that is kept, or a checkpoint, stops the
+    /// search). A one-level estimate misses that what only the forward part
+    /// reads is always gone: on GPT-2 the attention probabilities looked as
+    /// cheap to remake as their softmax, but need the scores' matmul again.
+    double remake_cost(const choice_type& c, id_type op, remake_visit& v) const {
+        constexpr std::size_t max_ops = 64;
+        if (++v.round == 0) { // wrapped: clear the marks
+            std::fill(v.mark.begin(), v.mark.end(), 0);
+            v.round = 1;
+        }
+        v.stack.assign(1, op);
+        v.mark[op] = v.round;
+        double cost = 0;
+        for (std::size_t counted = 0; !v.stack.empty() && counted < max_ops; ++counted) {
+            const auto o = v.stack.back();
+            v.stack.pop_back();
+            cost += g_.cost_of(o, c.variant[o]);
+            for (auto u : g_.reads_of(o, c.variant[o])) {
+                if (!gone(c, u)) continue;
+                const auto p = ctx_.index().producer[u];
+                if (p == Graph::npos || v.mark[p] == v.round) continue;
+                v.mark[p] = v.round;
+                v.stack.push_back(p);
+            }
+        }
+        return cost;
+    }
+
     struct move;
     static std::uint64_t key(const move& m) {
-        return (std::uint64_t(m.kind) << 62) ^ (std::uint64_t(m.id) << 20) ^ std::uint64_t(m.variant) ^
+        return (std::uint64_t(m.kind) << 60) ^ (std::uint64_t(m.id) << 20) ^ std::uint64_t(m.variant) ^
                (std::uint64_t(m.id2) << 40);
     }
 
     struct move {
-        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use, drop_cone } kind = drop_tensor;
+        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use, drop_cone, checkpoint } kind =
+            drop_tensor;
         id_type id = 0;          ///< tensor or op
-        id_type variant = 0;     ///< set_variant: the new variant; drop_tensor: 1 when also per use
+        id_type variant = 0;     ///< set_variant: the new variant; drop_tensor: 1 when also per use; checkpoint: 1 to set
         id_type old_variant = 0; ///< set_variant: the variant before
         double score = 0;        ///< estimate: bytes saved per cost added
         id_type id2 = Graph::npos; ///< drop_tensor: a second tensor dropped with the first; drop_cone: the base position
@@ -347,7 +425,7 @@ private:
         /// ends its first life with its last reader before base position `id2`.
         std::vector<id_type> cone{};
 
-        bool is_drop() const noexcept { return kind == drop_tensor || kind == drop_cone; }
+        bool is_drop() const noexcept { return kind == drop_tensor || kind == drop_cone || (kind == checkpoint && !variant); }
     };
 
     /// The last reader of `t` before base position `before`, or none.
@@ -392,6 +470,10 @@ private:
             if (c.per_use.empty()) c.per_use.assign(g_.num_tensors(), 0);
             c.per_use[m.id] = m.variant != 0;
             break;
+        case move::checkpoint:
+            if (c.checkpoint.empty()) c.checkpoint.assign(g_.num_tensors(), 0);
+            c.checkpoint[m.id] = m.variant != 0;
+            break;
         }
     }
     void undo(choice_type& c, const move& m) const {
@@ -412,6 +494,7 @@ private:
         case move::keep_tensor: c.keep[m.id] = 0; break;
         case move::set_variant: c.variant[m.id] = m.old_variant; break;
         case move::per_use: c.per_use[m.id] = m.old_variant != 0; break;
+        case move::checkpoint: c.checkpoint[m.id] = m.old_variant != 0; break;
         }
     }
 
@@ -427,9 +510,17 @@ private:
         const auto& reads_p = g_.reads_of(s[p].op, s[p].variant);
         std::vector<move> moves;
         std::vector<char> seen_op(g_.num_ops(), 0);
+        remake_visit visit(g_.num_ops());
         for (const auto& b : live.buffers) {
             if (b.is_workspace() || b.first > p || b.last < p) continue;
             const auto t = b.tensor;
+            if (c.is_checkpoint(t)) { // a checkpoint across the peak: let it go, its readers make it again
+                if (std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end()) continue;
+                const auto prod = ctx_.index().producer[t];
+                moves.push_back({move::checkpoint, t, 0, 1,
+                                 double(b.bytes) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
+                continue;
+            }
             if (!ctx_.droppable(t) || c.is_per_use(t)) continue;
             if (std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end()) continue;
             if (std::find(pop.outputs.begin(), pop.outputs.end(), t) != pop.outputs.end()) continue;
@@ -442,10 +533,8 @@ private:
                 continue;
             }
             // Recomputing t runs its producer again, and the producers of its
-            // inputs that are gone too (one level is a fair estimate).
-            double est = g_.cost_of(prod, c.variant[prod]);
-            for (auto u : g_.reads_of(prod, c.variant[prod]))
-                if (ctx_.droppable(u) && !c.keep[u]) est += g_.cost_of(ctx_.index().producer[u], c.variant[ctx_.index().producer[u]]);
+            // inputs that are gone too, theirs, and so on.
+            const double est = remake_cost(c, prod, visit);
             moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est, 1e-12)});
             // Without a backward part a dropped tensor is read again in the
             // middle of the graph, where its one recomputed life would span

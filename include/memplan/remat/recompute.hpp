@@ -7,7 +7,8 @@
 // listed with each optimizer update moved to right after its gradient is
 // complete (its gradient dies at once instead of surviving the backward).
 // A tensor that is not kept dies after its last forward read (as does every
-// forward tensor no later op reads); when an op of the backward part needs
+// forward tensor no later op reads, unless the choice keeps it as a
+// checkpoint for recomputations to start from); when an op of the backward part needs
 // it, its producer runs again just before, after the
 // producers of any of its own inputs that are gone too (Chen et al. 2016's
 // segment recomputation, on any DAG). A recomputed tensor then lives until
@@ -62,9 +63,18 @@ struct remat_choice {
     /// reader); `none`, or a position before its producer's: right after its
     /// first reader.
     std::vector<std::size_t> drop_after;
+    /// Per tensor, or empty for none (graphs with a backward part): a forward
+    /// temporary that no backward op reads, kept after the forward part as a
+    /// checkpoint that recomputations start from (it lives to its last read,
+    /// a recomputation's included). Without it such a tensor is gone after
+    /// the forward part, and a recomputation that needs it runs its producer
+    /// again. PyTorch's min-cut partitioner saves such tensors (a projection
+    /// whose dropout and residual sum the backward remakes from it).
+    std::vector<char> checkpoint;
     static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
     bool is_per_use(std::size_t t) const { return t < per_use.size() && per_use[t] && !keep[t]; }
+    bool is_checkpoint(std::size_t t) const { return t < checkpoint.size() && checkpoint[t]; }
     std::size_t drop_after_of(std::size_t t) const { return t < drop_after.size() ? drop_after[t] : none; }
 };
 
@@ -190,6 +200,9 @@ public:
     /// later one (see the file comment).
     bool general() const noexcept { return boundary_ == order_.size(); }
     bool droppable(id_type t) const { return droppable_[t] != 0; }
+    /// A forward temporary that no backward op reads, on a graph with a
+    /// backward part: it may be kept as a checkpoint (remat_choice::checkpoint).
+    bool checkpointable(id_type t) const { return !general() && forward_temp_[t] && !droppable_[t]; }
     /// Cost of the store-all schedule: every op once, default variants.
     double base_cost() const noexcept { return base_cost_; }
     /// Every op once, each as its fastest variant: no plan costs less.
@@ -251,14 +264,15 @@ public:
                 emit(done.op);
                 if (done.per_use)
                     for (auto t : g_.op(done.op).outputs)
-                        if (forward_temp_[t] && !(droppable_[t] && c.keep[t])) expire.push_back(t);
+                        if (forward_temp_[t] && !(droppable_[t] && c.keep[t]) && !c.is_checkpoint(t))
+                            expire.push_back(t);
             }
         };
         const bool any_dag = general();
         for (std::size_t i = 0; i < order_.size(); ++i) {
             if (i == boundary_)
                 for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-                    if (forward_temp_[t] && (!droppable_[t] || !c.keep[t])) avail[t] = 0;
+                    if (forward_temp_[t] && (droppable_[t] ? !c.keep[t] : !c.is_checkpoint(t))) avail[t] = 0;
             const auto o = order_[i];
             if (i >= boundary_ || any_dag) ensure_reads(o);
             emit(o);
@@ -301,9 +315,16 @@ private:
     void check_choice(const remat_choice<Graph>& c) const {
         if (c.keep.size() != g_.num_tensors() || c.variant.size() != g_.num_ops() ||
             (!c.per_use.empty() && c.per_use.size() != g_.num_tensors()) ||
-            (!c.drop_after.empty() && c.drop_after.size() != g_.num_tensors()))
+            (!c.drop_after.empty() && c.drop_after.size() != g_.num_tensors()) ||
+            (!c.checkpoint.empty() && c.checkpoint.size() != g_.num_tensors()))
             throw error("remat", "a choice for graph '" + g_.name() + "' must have one keep flag per tensor, "
-                                 "one variant per op and no or one per-use flag per tensor");
+                                 "one variant per op and no or one per-use, drop-after and checkpoint flag "
+                                 "per tensor");
+        for (std::size_t t = 0; t < c.checkpoint.size(); ++t)
+            if (c.checkpoint[t] && !checkpointable(static_cast<id_type>(t)))
+                throw error("remat", "tensor '" + g_.tensor(static_cast<id_type>(t)).name +
+                                         "' cannot be a checkpoint (not a forward temporary that only the forward "
+                                         "part reads, on a graph with a backward part)");
         for (std::size_t t = 0; t < g_.num_tensors(); ++t)
             if (!c.keep[t] && !droppable_[t])
                 throw error("remat", "tensor '" + g_.tensor(static_cast<id_type>(t)).name +
