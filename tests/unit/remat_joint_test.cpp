@@ -117,6 +117,45 @@ TEST_CASE("remat.joint.infeasible_below_the_minimum_names_the_op") {
     CHECK(s.status == status::infeasible);
 }
 
+TEST_CASE("remat.joint.keeps_a_checkpoint_rather_than_remake_an_expensive_input") {
+    // a1 is read by b1, after the large temporary of `mid`: the budget
+    // leaves no room for it across `mid`, so it is made again. Its
+    // input t0 is small, only the forward reads it, and its producer f0 is
+    // expensive: keeping t0 as a checkpoint costs 10 bytes across `mid`
+    // and saves running f0 again.
+    graph g("checkpoint");
+    g.add_tensor("x", 100);
+    g.add_tensor("w", 50, true);
+    g.add_tensor("t0", 10);
+    g.add_tensor("a1", 1000);
+    g.add_tensor("a2", 100);
+    g.add_tensor("l", 4);
+    g.add_tensor("g2", 100);
+    g.add_tensor("big", 1500);
+    g.add_tensor("gm", 100);
+    g.add_tensor("g1", 100);
+    g.add_tensor("dw", 50);
+    g.add_op("f0", {"x", "w"}, {"t0"}, 50.0);
+    g.add_op("f1", {"t0"}, {"a1"}, 1.0);
+    g.add_op("f2", {"a1"}, {"a2"});
+    g.add_op("loss", {"a2"}, {"l"});
+    g.add_op("b2", {"l"}, {"g2"}, 1.0, 0, phase::backward);
+    g.add_op("mid", {"g2"}, {"big"}, 1.0, 0, phase::backward);
+    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
+    g.add_op("b1", {"gm", "a1"}, {"g1"}, 1.0, 0, phase::backward);
+    g.add_op("bw", {"g1", "x"}, {"dw"}, 1.0, 0, phase::backward);
+    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    remat_options o;
+    o.budget = 1800; // store-all holds 2750 bytes at `mid`: x, w, g2, big and a1
+    o.alignment = 1;
+    o.time_limit_seconds = 5;
+    const auto r = joint{}.plan(g, o);
+    expect_valid_fit(g, r);
+    CHECK(testing::runs_of(g, r.plan.steps, "f0") == 1);
+    CHECK(testing::runs_of(g, r.plan.steps, "f1") == 2);
+    CHECK(r.cost == doctest::Approx(remat_context<graph>(g).base_cost() + 1));
+}
+
 TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
     zoo_options zo;
     zo.batch = 16;
