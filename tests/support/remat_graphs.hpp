@@ -128,4 +128,36 @@ inline graph random_remat_graph(std::mt19937_64& rng, remat_graph_options opt = 
     return g;
 }
 
+/// x -> f0 -> t0 -> f1 -> a1 -> f2 -> a2, a loss on a2, and a backward pass
+/// in which b1 reads the large a1 after a larger temporary (`mid`, a skip
+/// connection's shape), and so does b2 before it when `b2_reads_a1`; t0 is
+/// read by f1 only (a checkpoint candidate), f0 costs `f0_cost`.
+inline graph skip_reader_graph(const std::string& name, std::uint64_t t0_bytes = 1000, double f0_cost = 1.0,
+                               bool b2_reads_a1 = true) {
+    graph g(name);
+    g.add_tensor("x", 100);
+    g.add_tensor("w", 50, true);
+    g.add_tensor("t0", t0_bytes);
+    g.add_tensor("a1", 1000);
+    g.add_tensor("a2", 100);
+    g.add_tensor("l", 4);
+    g.add_tensor("g2", 100);
+    g.add_tensor("big", 1500);
+    g.add_tensor("gm", 100);
+    g.add_tensor("g1", 100);
+    g.add_tensor("dw", 50);
+    g.add_op("f0", {"x", "w"}, {"t0"}, f0_cost);
+    g.add_op("f1", {"t0"}, {"a1"});
+    g.add_op("f2", {"a1"}, {"a2"});
+    g.add_op("loss", {"a2"}, {"l"});
+    if (b2_reads_a1) g.add_op("b2", {"l", "a1"}, {"g2"}, 1.0, 0, phase::backward);
+    else g.add_op("b2", {"l"}, {"g2"}, 1.0, 0, phase::backward);
+    g.add_op("mid", {"g2"}, {"big"}, 1.0, 0, phase::backward);
+    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
+    g.add_op("b1", {"gm", "a1"}, {"g1"}, 1.0, 0, phase::backward);
+    g.add_op("bw", {"g1", "x"}, {"dw"}, 1.0, 0, phase::backward);
+    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    return g;
+}
+
 } // namespace memplan::testing

@@ -123,28 +123,7 @@ TEST_CASE("remat.joint.keeps_a_checkpoint_rather_than_remake_an_expensive_input"
     // input t0 is small, only the forward reads it, and its producer f0 is
     // expensive: keeping t0 as a checkpoint costs 10 bytes across `mid`
     // and saves running f0 again.
-    graph g("checkpoint");
-    g.add_tensor("x", 100);
-    g.add_tensor("w", 50, true);
-    g.add_tensor("t0", 10);
-    g.add_tensor("a1", 1000);
-    g.add_tensor("a2", 100);
-    g.add_tensor("l", 4);
-    g.add_tensor("g2", 100);
-    g.add_tensor("big", 1500);
-    g.add_tensor("gm", 100);
-    g.add_tensor("g1", 100);
-    g.add_tensor("dw", 50);
-    g.add_op("f0", {"x", "w"}, {"t0"}, 50.0);
-    g.add_op("f1", {"t0"}, {"a1"}, 1.0);
-    g.add_op("f2", {"a1"}, {"a2"});
-    g.add_op("loss", {"a2"}, {"l"});
-    g.add_op("b2", {"l"}, {"g2"}, 1.0, 0, phase::backward);
-    g.add_op("mid", {"g2"}, {"big"}, 1.0, 0, phase::backward);
-    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
-    g.add_op("b1", {"gm", "a1"}, {"g1"}, 1.0, 0, phase::backward);
-    g.add_op("bw", {"g1", "x"}, {"dw"}, 1.0, 0, phase::backward);
-    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    const graph g = testing::skip_reader_graph("checkpoint", 10, 50.0, false);
     remat_options o;
     o.budget = 1800; // store-all holds 2750 bytes at `mid`: x, w, g2, big and a1
     o.alignment = 1;

@@ -4,6 +4,7 @@
 // recomputed only to make it; the base order puts every update after every
 // other reader of its parameter.
 #include "../support/fixtures.hpp"
+#include "../support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
@@ -21,35 +22,7 @@ using testing::runs_of;
 
 namespace {
 
-/// x -> f0 -> t0 -> f1 -> a1 -> f2 -> a2, a loss on a2, and a backward pass
-/// in which b2 and b1 both read the large a1 far apart (a skip connection's
-/// shape) with a larger temporary between them; t0 is read by f1 only.
-graph two_readers() {
-    graph g("two-readers");
-    g.add_tensor("x", 100);
-    g.add_tensor("w", 50, true);
-    g.add_tensor("t0", 1000);
-    g.add_tensor("a1", 1000);
-    g.add_tensor("a2", 100);
-    g.add_tensor("l", 4);
-    g.add_tensor("g2", 100);
-    g.add_tensor("big", 1500);
-    g.add_tensor("gm", 100);
-    g.add_tensor("g1", 100);
-    g.add_tensor("dw", 50);
-    g.add_op("f0", {"x", "w"}, {"t0"});
-    g.add_op("f1", {"t0"}, {"a1"});
-    g.add_op("f2", {"a1"}, {"a2"});
-    g.add_op("loss", {"a2"}, {"l"});
-    g.add_op("b2", {"l", "a1"}, {"g2"}, 1.0, 0, phase::backward);
-    g.add_op("mid", {"g2"}, {"big"}, 1.0, 0, phase::backward);
-    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
-    g.add_op("b1", {"gm", "a1"}, {"g1"}, 1.0, 0, phase::backward);
-    g.add_op("bw", {"g1", "x"}, {"dw"}, 1.0, 0, phase::backward);
-    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
-    return g;
-}
-
+graph two_readers() { return testing::skip_reader_graph("two-readers"); }
 
 } // namespace
 
