@@ -165,8 +165,9 @@ public:
             auto moves = candidate_moves(c, cur);
             if (protect != Graph::npos)
                 std::erase_if(moves, [&](const move& m) {
-                    if (m.kind == move::drop_cone)
-                        return m.id == protect || std::find(m.cone.begin(), m.cone.end(), protect) != m.cone.end();
+                    if (m.kind == move::drop_cone || m.kind == move::remake_from)
+                        return m.id == protect || std::find(m.cone.begin(), m.cone.end(), protect) != m.cone.end() ||
+                               std::find(m.unmarks.begin(), m.unmarks.end(), protect) != m.unmarks.end();
                     return (m.kind == move::drop_tensor || m.kind == move::per_use || m.kind == move::checkpoint) &&
                            (m.id == protect || m.id2 == protect);
                 });
@@ -414,8 +415,15 @@ private:
     }
 
     struct move {
-        enum kind_type : std::uint8_t { drop_tensor, keep_tensor, set_variant, per_use, drop_cone, checkpoint } kind =
-            drop_tensor;
+        enum kind_type : std::uint8_t {
+            drop_tensor,
+            keep_tensor,
+            set_variant,
+            per_use,
+            drop_cone,
+            checkpoint,
+            remake_from ///< drop `id` and `cone`, set checkpoints `marks`, clear `unmarks`
+        } kind = drop_tensor;
         id_type id = 0;          ///< tensor or op
         id_type variant = 0;     ///< set_variant: the new variant; drop_tensor: 1 when also per use; checkpoint: 1 to set
         id_type old_variant = 0; ///< set_variant: the variant before
@@ -424,8 +432,12 @@ private:
         /// drop_cone: kept ancestors of `id` dropped with it; each (and `id`)
         /// ends its first life with its last reader before base position `id2`.
         std::vector<id_type> cone{};
+        std::vector<id_type> marks{};   ///< remake_from: tensors that become checkpoints
+        std::vector<id_type> unmarks{}; ///< remake_from: checkpoints made again instead
 
-        bool is_drop() const noexcept { return kind == drop_tensor || kind == drop_cone || (kind == checkpoint && !variant); }
+        bool is_drop() const noexcept {
+            return kind == drop_tensor || kind == drop_cone || kind == remake_from || (kind == checkpoint && !variant);
+        }
     };
 
     /// The last reader of `t` before base position `before`, or none.
@@ -440,6 +452,13 @@ private:
 
     void apply(choice_type& c, const move& m) const {
         switch (m.kind) {
+        case move::remake_from:
+            c.keep[m.id] = 0;
+            for (auto t : m.cone) c.keep[t] = 0;
+            if (c.checkpoint.empty()) c.checkpoint.assign(g_.num_tensors(), 0);
+            for (auto t : m.marks) c.checkpoint[t] = 1;
+            for (auto t : m.unmarks) c.checkpoint[t] = 0;
+            break;
         case move::drop_cone: {
             if (c.drop_after.empty()) c.drop_after.assign(g_.num_tensors(), choice_type::none);
             auto drop = [&](id_type t) {
@@ -478,6 +497,12 @@ private:
     }
     void undo(choice_type& c, const move& m) const {
         switch (m.kind) {
+        case move::remake_from:
+            c.keep[m.id] = 1;
+            for (auto t : m.cone) c.keep[t] = 1;
+            for (auto t : m.marks) c.checkpoint[t] = 0;
+            for (auto t : m.unmarks) c.checkpoint[t] = 1;
+            break;
         case move::drop_cone:
             c.keep[m.id] = 1;
             c.drop_after[m.id] = choice_type::none;
@@ -577,6 +602,7 @@ private:
             }
         }
         if (ctx_.general()) cone_moves(c, cur, live, moves);
+        else frontier_moves(c, cur, live, moves);
         // Less scratch at the peak op.
         if (s[p].has_variant()) {
             const auto o = s[p].op;
@@ -590,6 +616,128 @@ private:
         }
         std::stable_sort(moves.begin(), moves.end(), [](const move& a, const move& b) { return a.score > b.score; });
         return moves;
+    }
+
+    /// With a backward part, a kept tensor live across the peak may be made
+    /// again from a frontier of checkpoints (tensors only the forward reads)
+    /// rather than from what is kept: its producer's inputs that are gone
+    /// become checkpoints, and the frontier grows towards ancestors whose
+    /// own inputs add fewer bytes at the peak (a min-cut's trade, as
+    /// PyTorch's partitioner makes it, one tensor at a time). Other kept
+    /// outputs of the ops made again go with it. On GPT-2 this is how a
+    /// residual sum and its dropout's mask give way to the projection they
+    /// are made from.
+    template <class Liveness>
+    void frontier_moves(const choice_type& c, const evaluation& cur, const Liveness& live,
+                        std::vector<move>& moves) const {
+        const std::size_t p = cur.peak_step;
+        const auto& s = cur.schedule;
+        std::vector<char> at_peak(g_.num_tensors(), 0);
+        for (const auto& b : live.buffers)
+            if (!b.is_workspace() && b.first <= p && b.last >= p) at_peak[b.tensor] = 1;
+        const auto& reads_p = g_.reads_of(s[p].op, s[p].variant);
+        auto read_at_peak = [&](id_type t) { return std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end(); };
+        // state: 1 = made again (in the cone), 2 = on the frontier.
+        std::vector<char> state(g_.num_tensors(), 0);
+        std::vector<char> op_in(g_.num_ops(), 0);
+        std::vector<id_type> touched, touched_ops;
+        constexpr std::size_t max_growth = 16, max_offers = 2;
+        for (std::size_t xi = 0; xi < g_.num_tensors(); ++xi) {
+            const auto x = static_cast<id_type>(xi);
+            if (!at_peak[x] || !ctx_.droppable(x) || !c.keep[x] || c.is_per_use(x) || read_at_peak(x)) continue;
+            const auto prod = ctx_.index().producer[x];
+            if (prod == s[p].op) continue;
+            for (auto u : touched) state[u] = 0;
+            for (auto o : touched_ops) op_in[o] = 0;
+            touched.clear();
+            touched_ops.clear();
+            auto set_state = [&](id_type u, char v) {
+                if (!state[u]) touched.push_back(u);
+                state[u] = v;
+            };
+            // What a frontier tensor adds at the peak: nothing when it is there already.
+            auto extra_of = [&](id_type u) -> double { return at_peak[u] ? 0.0 : double(g_.tensor(u).bytes); };
+            std::vector<id_type> frontier, riders;
+            double extra = 0, cost = 0, gain = double(g_.tensor(x).bytes);
+            set_state(x, 1);
+            // Runs `op` again: its gone inputs join the frontier (or are made
+            // again too, when dropped), its other kept outputs at the peak go.
+            std::vector<id_type> pending{prod};
+            auto run_again = [&] {
+                while (!pending.empty()) {
+                    const auto op = pending.back();
+                    pending.pop_back();
+                    if (op_in[op]) continue;
+                    op_in[op] = 1;
+                    touched_ops.push_back(op);
+                    cost += g_.cost_of(op, c.variant[op]);
+                    for (auto y : g_.op(op).outputs)
+                        if (!state[y] && at_peak[y] && ctx_.droppable(y) && c.keep[y] && !read_at_peak(y)) {
+                            set_state(y, 1);
+                            riders.push_back(y);
+                            gain += double(g_.tensor(y).bytes);
+                        } else if (!state[y]) {
+                            set_state(y, 1);
+                        }
+                    for (auto u : g_.reads_of(op, c.variant[op])) {
+                        if (state[u] || g_.tensor(u).persistent) continue;
+                        const auto pu = ctx_.index().producer[u];
+                        if (pu == Graph::npos) continue; // a graph input: always there
+                        if (ctx_.droppable(u)) {
+                            if (c.keep[u]) continue; // kept: there
+                            set_state(u, 1);         // dropped: made again anyway
+                            pending.push_back(pu);
+                            continue;
+                        }
+                        if (!ctx_.checkpointable(u)) continue;
+                        set_state(u, 2);
+                        frontier.push_back(u);
+                        extra += extra_of(u);
+                    }
+                }
+            };
+            run_again();
+            double best_net = 0;
+            std::size_t offers = 0;
+            auto offer = [&] {
+                const double net = gain - extra;
+                if (net <= best_net) return;
+                best_net = net;
+                move m{move::remake_from, x, 0, 0, net / std::max(cost, 1e-12)};
+                m.cone = riders;
+                for (auto u : frontier)
+                    if (state[u] == 2 && !c.is_checkpoint(u)) m.marks.push_back(u);
+                for (auto u : touched)
+                    if (state[u] == 1 && c.is_checkpoint(u)) m.unmarks.push_back(u);
+                moves.push_back(std::move(m));
+                ++offers;
+            };
+            offer();
+            for (std::size_t step = 0; step < max_growth && offers < max_offers; ++step) {
+                // The frontier tensor whose producer's gone inputs add the least.
+                std::size_t pick = frontier.size();
+                double pick_extra = 0;
+                for (std::size_t i = 0; i < frontier.size(); ++i) {
+                    const auto u = frontier[i];
+                    if (state[u] != 2) continue;
+                    const auto pu = ctx_.index().producer[u];
+                    double e = extra - extra_of(u);
+                    for (auto w : g_.reads_of(pu, c.variant[pu]))
+                        if (!state[w] && ctx_.checkpointable(w)) e += extra_of(w);
+                    if (pick == frontier.size() || e < pick_extra) {
+                        pick = i;
+                        pick_extra = e;
+                    }
+                }
+                if (pick == frontier.size()) break;
+                const auto u = frontier[pick];
+                extra -= extra_of(u);
+                set_state(u, 1);
+                pending.push_back(ctx_.index().producer[u]);
+                run_again();
+                offer();
+            }
+        }
     }
 
     /// Without a backward part, a tensor live across the peak and read
