@@ -618,6 +618,29 @@ private:
         return moves;
     }
 
+    /// The frontier tensor (`can_expand`) whose replacement by its producer's
+    /// inputs leaves the fewest extra bytes at the peak, counting the inputs
+    /// that `joins` says would join the frontier; frontier.size() for none.
+    template <class CanExpand, class Joins, class ExtraOf>
+    std::size_t cheapest_expansion(const choice_type& c, const std::vector<id_type>& frontier, double extra,
+                                   CanExpand&& can_expand, Joins&& joins, ExtraOf&& extra_of) const {
+        std::size_t pick = frontier.size();
+        double pick_extra = 0;
+        for (std::size_t i = 0; i < frontier.size(); ++i) {
+            const auto u = frontier[i];
+            if (!can_expand(u)) continue;
+            const auto pu = ctx_.index().producer[u];
+            double e = extra - extra_of(u);
+            for (auto w : g_.reads_of(pu, c.variant[pu]))
+                if (joins(w)) e += extra_of(w);
+            if (pick == frontier.size() || e < pick_extra) {
+                pick = i;
+                pick_extra = e;
+            }
+        }
+        return pick;
+    }
+
     /// With a backward part, a kept tensor live across the peak may be made
     /// again from a frontier of checkpoints (tensors only the forward reads)
     /// rather than from what is kept: its producer's inputs that are gone
@@ -715,20 +738,9 @@ private:
             offer();
             for (std::size_t step = 0; step < max_growth && offers < max_offers; ++step) {
                 // The frontier tensor whose producer's gone inputs add the least.
-                std::size_t pick = frontier.size();
-                double pick_extra = 0;
-                for (std::size_t i = 0; i < frontier.size(); ++i) {
-                    const auto u = frontier[i];
-                    if (state[u] != 2) continue;
-                    const auto pu = ctx_.index().producer[u];
-                    double e = extra - extra_of(u);
-                    for (auto w : g_.reads_of(pu, c.variant[pu]))
-                        if (!state[w] && ctx_.checkpointable(w)) e += extra_of(w);
-                    if (pick == frontier.size() || e < pick_extra) {
-                        pick = i;
-                        pick_extra = e;
-                    }
-                }
+                const std::size_t pick = cheapest_expansion(
+                    c, frontier, extra, [&](id_type u) { return state[u] == 2; },
+                    [&](id_type w) { return !state[w] && ctx_.checkpointable(w); }, extra_of);
                 if (pick == frontier.size()) break;
                 const auto u = frontier[pick];
                 extra -= extra_of(u);
@@ -808,20 +820,9 @@ private:
             offer();
             for (std::size_t step = 0; step < max_growth && offers < max_offers; ++step) {
                 // The frontier tensor whose replacement by its producer's inputs adds the least.
-                std::size_t pick = frontier.size();
-                double pick_extra = 0;
-                for (std::size_t i = 0; i < frontier.size(); ++i) {
-                    const auto u = frontier[i];
-                    if (!expandable(u)) continue;
-                    const auto pu = ctx_.index().producer[u];
-                    double e = extra - extra_of(u);
-                    for (auto w : g_.reads_of(pu, c.variant[pu]))
-                        if (!in_set[w] && !g_.tensor(w).persistent) e += extra_of(w);
-                    if (pick == frontier.size() || e < pick_extra) {
-                        pick = i;
-                        pick_extra = e;
-                    }
-                }
+                const std::size_t pick = cheapest_expansion(
+                    c, frontier, extra, expandable,
+                    [&](id_type w) { return !in_set[w] && !g_.tensor(w).persistent; }, extra_of);
                 if (pick == frontier.size()) break;
                 const auto u = frontier[pick];
                 frontier.erase(frontier.begin() + static_cast<std::ptrdiff_t>(pick));
