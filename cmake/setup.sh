@@ -93,8 +93,8 @@ case "$mode" in
     bash tests/sanitizers/run.sh
     # The PyTorch frontend (python/memplan_torch): installed with pip from the repository, tested with
     # pytest against the memplan command just built, while the readers are fuzzed with libFuzzer (ASan +
-    # UBSan; the regression seeds, then 30 s of fuzzing each). The fuzzers run one at a time here, each
-    # with a core to itself for its 30 s, and pytest has the other core.
+    # UBSan; the regression seeds, then 20 s of fuzzing each). The fuzzers run one at a time here, each
+    # with a core to itself for its 20 s, and pytest has the other core (about as long: 210 s).
     if [ -n "$venv_pid" ] && ! wait "$venv_pid"; then
       cat build/venv-install.log >&2
       echo "memplan: error: installing PyTorch into build/venv failed" >&2
@@ -105,7 +105,7 @@ case "$mode" in
        -p no:cacheprovider tests) > build/pytest.log 2>&1 &
     pytest_pid=$!
     fuzz_status=0
-    FUZZ_JOBS=1 bash tests/fuzz/run.sh 30 || fuzz_status=$?
+    FUZZ_JOBS=1 bash tests/fuzz/run.sh 20 || fuzz_status=$?
     pytest_status=0
     wait "$pytest_pid" || pytest_status=$?
     echo "== memplan: the PyTorch frontend's tests (pytest)"
