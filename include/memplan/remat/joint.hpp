@@ -21,6 +21,17 @@
 // recomputation first; the time left goes to a large-neighbourhood search
 // that keeps one such tensor and descends again without dropping it.
 //
+// On a training graph the descents also start from minimum cuts
+// (remat/detail/cut_start.hpp): with the variants of a start fixed, the keep
+// set that minimises recomputation cost + lambda * bytes kept after the
+// forward part is one s-t cut, exact for any price lambda, and a bisection
+// on lambda finds the cheapest cut whose exact schedule fits the target.
+// Where the budget binds what crosses from the forward to the backward (a
+// saved-bytes budget, memplan_torch's `budget_on="saved"`) the cut is
+// nearly the whole answer and the descent from the full keep set is not:
+// it drops one tensor at a time by bytes per added cost, which can pass
+// over a pair of tensors that are cheap to remake only together.
+//
 // On a graph without a backward part the moves include cones: a tensor live
 // across the peak ends its first life with its last reader before it and is
 // made again later from a frontier of ancestors dropped the same way
@@ -29,6 +40,7 @@
 // moves useless and tries the next ones, a few rounds before giving up.
 #pragma once
 
+#include <memplan/remat/detail/cut_start.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/schedule/bounds.hpp>
@@ -40,6 +52,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -51,6 +64,7 @@ struct joint : remat_planner<joint> {
     std::size_t trials_per_step = 24; ///< moves evaluated exactly at each descent step
     double cost_exponent = 1.0;       ///< a move's worth: bytes removed / (cost added)^exponent
     bool lean_start = true;           ///< start from the variants that read least (else the fastest)
+    bool cut_start = true;            ///< also start from minimum cuts (training graphs; remat/detail/cut_start.hpp)
     double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
     /// The exact placement of a descent's plan that misses the budget: this
     /// share of the time left, at most this many seconds.
@@ -59,6 +73,8 @@ struct joint : remat_planner<joint> {
     /// The same for each trial while improving a fitting plan.
     static constexpr double improve_exact_share = 0.125;
     static constexpr double improve_exact_seconds = 1.0;
+    /// Random tie-breaking orders tried by the cut start, after none.
+    static constexpr int cut_tie_breaks = 4;
 
     using remat_planner<joint>::plan; ///< plan(graph, options)
 
@@ -85,6 +101,12 @@ public:
         std::size_t peak_step = 0;
         double cost = 0;
         long double excess = 0; ///< bytes above the target, summed over steps
+        size_type over = 0;     ///< bytes of the peak above the target
+        /// What freeing `bytes` at the peak is worth: no more than the peak
+        /// is over the target (a plan a few bytes over it needs the
+        /// cheapest move that frees a few bytes, not the most bytes per
+        /// cost).
+        double worth(double bytes) const { return over > 0 ? std::min(bytes, double(over)) : bytes; }
     };
 
     joint_search(const remat_context<Graph>& ctx, const remat_options& opt, memplan::deadline until,
@@ -105,6 +127,7 @@ public:
             }
             if (e.live[i] > target) e.excess += static_cast<long double>(e.live[i] - target);
         }
+        e.over = e.peak > target ? e.peak - target : 0;
         e.cost = schedule_cost(g_, e.schedule);
         return e;
     }
@@ -147,6 +170,61 @@ public:
             }
         }
         return c;
+    }
+
+    /// Starts from minimum cuts on `base`'s variants
+    /// (remat/detail/cut_start.hpp): the price of a kept byte is searched
+    /// by bisection (in logarithm) for the cheapest cut whose exact peak is
+    /// at most `target`, without and then with a few random orders of ties.
+    /// Returns that cut, and the cut with the least excess among those
+    /// cheaper than it (a descent from it may find a cheaper fitting plan:
+    /// a cut a few bytes over the target is often one free recomputation
+    /// away from fitting); none on a graph without a backward part.
+    std::vector<choice_type> cut_starts(const choice_type& base, size_type target) const {
+        std::vector<choice_type> out;
+        if (ctx_.general()) return out;
+        detail::keep_cut<Graph> cut(ctx_, base);
+        struct tried {
+            choice_type choice;
+            double cost;
+            long double excess;
+        };
+        std::vector<tried> over; // cuts over the target
+        std::optional<tried> fits;
+        auto consider = [&](double log_lambda) {
+            auto c = cut.at(std::exp(log_lambda));
+            const auto e = evaluate(c, target);
+            if (e.peak <= target) {
+                if (!fits || e.cost < fits->cost) fits = tried{std::move(c), e.cost, 0};
+                return true;
+            }
+            over.push_back({std::move(c), e.cost, e.excess});
+            return false;
+        };
+        const double mid = std::log(cut.scale());
+        // Without tie-breaking, then with a few random orders of the ties
+        // (fixed seeds: plans are reproducible).
+        std::mt19937_64 rng(0x6a6f696e74);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        for (int tie = 0; tie <= joint::cut_tie_breaks && !out_of_time(); ++tie) {
+            if (tie > 0) {
+                std::vector<double> w(g_.num_ops());
+                for (auto& x : w) x = unit(rng);
+                cut.set_tie_break(std::move(w));
+            }
+            double lo = mid - 30, hi = mid + 30; // prices from e^-30 to e^30 times the scale
+            if (!consider(hi)) break;            // nothing fits, whatever the price
+            for (int step = 0; step < 40 && !out_of_time(); ++step) {
+                const double m = 0.5 * (lo + hi);
+                (consider(m) ? hi : lo) = m;
+            }
+        }
+        const tried* closest = nullptr;
+        for (const auto& t : over)
+            if ((!fits || t.cost < fits->cost) && (!closest || t.excess < closest->excess)) closest = &t;
+        if (fits) out.push_back(std::move(fits->choice));
+        if (closest) out.push_back(closest->choice);
+        return out;
     }
 
     /// Descends from `c` until the live-bytes peak is at most `target` or no
@@ -543,7 +621,7 @@ private:
                 if (std::find(reads_p.begin(), reads_p.end(), t) != reads_p.end()) continue;
                 const auto prod = ctx_.index().producer[t];
                 moves.push_back({move::checkpoint, t, 0, 1,
-                                 double(b.bytes) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
+                                 cur.worth(double(b.bytes)) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
                 continue;
             }
             if (!ctx_.droppable(t) || c.is_per_use(t)) continue;
@@ -554,25 +632,25 @@ private:
                 // Recomputed and living on to a later reader: recompute it per use instead.
                 if (b.first >= ctx_.boundary() || ctx_.general())
                     moves.push_back({move::per_use, t, 1, 0,
-                                     double(b.bytes) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
+                                     cur.worth(double(b.bytes)) / std::max(g_.cost_of(prod, c.variant[prod]), 1e-12)});
                 continue;
             }
             // Recomputing t runs its producer again, and the producers of its
             // inputs that are gone too, theirs, and so on.
             const double est = remake_cost(c, prod, visit);
-            moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est, 1e-12)});
+            moves.push_back({move::drop_tensor, t, 0, 0, cur.worth(double(b.bytes)) / std::max(est, 1e-12)});
             // Without a backward part a dropped tensor is read again in the
             // middle of the graph, where its one recomputed life would span
             // the peak it was dropped for: drop it per use in one move.
             if (ctx_.general())
-                moves.push_back({move::drop_tensor, t, 1, 0, double(b.bytes) / std::max(2 * est, 1e-12)});
+                moves.push_back({move::drop_tensor, t, 1, 0, cur.worth(double(b.bytes)) / std::max(2 * est, 1e-12)});
             // When t was written over its producer's input in place, that
             // input must go too, or it stays alive to recompute t from.
             for (auto [x, y] : g_.op(prod).inplace)
                 if (y == t && ctx_.droppable(x) && c.keep[x]) {
                     const auto px = ctx_.index().producer[x];
                     const double est2 = est + g_.cost_of(px, c.variant[px]);
-                    moves.push_back({move::drop_tensor, t, 0, 0, double(b.bytes) / std::max(est2, 1e-12), x});
+                    moves.push_back({move::drop_tensor, t, 0, 0, cur.worth(double(b.bytes)) / std::max(est2, 1e-12), x});
                 }
             // A reader of t switching to a variant that does not read it
             // frees t only when no other later reader remains.
@@ -596,7 +674,7 @@ private:
                     if (std::find(rv.begin(), rv.end(), t) != rv.end()) continue;
                     const double extra = std::max(0.0, g_.cost_of(r, static_cast<id_type>(v)) - g_.cost_of(r, c.variant[r]));
                     moves.push_back({move::set_variant, r, static_cast<id_type>(v), c.variant[r],
-                                     double(b.bytes) / std::max(extra, 1e-12)});
+                                     cur.worth(double(b.bytes)) / std::max(extra, 1e-12)});
                     seen_op[r] = 1;
                 }
             }
@@ -611,7 +689,7 @@ private:
                 if (pop.variants[v].workspace >= ws) continue;
                 const double extra = std::max(0.0, pop.variants[v].cost - g_.cost_of(o, s[p].variant));
                 moves.push_back({move::set_variant, o, static_cast<id_type>(v), c.variant[o],
-                                 double(ws - pop.variants[v].workspace) / std::max(extra, 1e-12)});
+                                 cur.worth(double(ws - pop.variants[v].workspace)) / std::max(extra, 1e-12)});
             }
         }
         std::stable_sort(moves.begin(), moves.end(), [](const move& a, const move& b) { return a.score > b.score; });
@@ -726,7 +804,7 @@ private:
                 const double net = gain - extra;
                 if (net <= best_net) return;
                 best_net = net;
-                move m{move::remake_from, x, 0, 0, net / std::max(cost, 1e-12)};
+                move m{move::remake_from, x, 0, 0, cur.worth(net) / std::max(cost, 1e-12)};
                 m.cone = riders;
                 for (auto u : frontier)
                     if (state[u] == 2 && !c.is_checkpoint(u)) m.marks.push_back(u);
@@ -813,7 +891,7 @@ private:
             std::size_t offers = 0;
             auto offer = [&] {
                 move m{move::drop_cone, x, static_cast<id_type>(cone.size()), 0, 0, static_cast<id_type>(pb), cone};
-                m.score = (double(g_.tensor(x).bytes) - extra) / std::max(cost, 1e-12);
+                m.score = cur.worth(double(g_.tensor(x).bytes) - extra) / std::max(cost, 1e-12);
                 moves.push_back(std::move(m));
                 ++offers;
             };
@@ -896,6 +974,14 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
     std::vector<remat_choice<Graph>> starts;
     if (lean_start) starts.push_back(search.lean());
     starts.push_back(search.fastest());
+    // First the minimum cuts on the same variants: on a training graph they
+    // usually fit at once and leave the descents' starts to improve on.
+    if (cut_start) {
+        std::vector<remat_choice<Graph>> cuts;
+        for (const auto& base : starts)
+            for (auto& c : search.cut_starts(base, budget)) cuts.push_back(std::move(c));
+        starts.insert(starts.begin(), cuts.begin(), cuts.end());
+    }
     for (auto& c : starts) {
         size_type target = budget;
         for (int round = 0; round < 8 && !search.out_of_time(); ++round) {
