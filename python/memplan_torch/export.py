@@ -12,9 +12,11 @@ it:
   (``clone`` then ``_unsafe_view``) is. Every op that creates a storage is a
   memplan op producing it; ops whose outputs are all views are not ops (they
   cost nothing and are recomputed freely by the executor).
-- **Phases.** Ops that the loss or the mutated buffers depend on, and any op
-  the trace runs before the backward's seed (a clone that only the backward
-  reads), are ``forward``; the rest of the joint graph is ``backward``; the optimizer adds
+- **Phases.** Ops that the loss or the mutated buffers depend on are
+  ``forward``; the rest of the joint graph is ``backward``, as in PyTorch's
+  partitioners (an op the trace runs before the seed that only the backward
+  reads, such as the clone an in-place ReLU6 leaves, is listed just before its
+  first reader); the optimizer adds
   one ``update`` op per parameter (SGD reads the weight and its gradient; Adam
   also its two moments, persistent, and a weight-sized temporary).
 - **Persistent**: parameters (tied ones once: aot_autograd lifts a shared
@@ -271,18 +273,21 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             continue
         forward.add(n.name)
         stack.extend(n.all_input_nodes)
-    # And what the trace runs before the backward's seed: copies that only the backward reads. For an
-    # in-place op whose derivative reads its input (torchvision's ReLU6(inplace=True), a hardtanh_),
-    # functionalization clones the input in the forward and hands the clone to the backward. Such a
-    # clone is a forward tensor like any saved activation: a plan may drop it and make it again (as a
-    # backward op it could not be recomputed, and MobileNet-V2's 184 MiB of clones at batch 8 stayed
-    # from the forward to the backward whatever the budget).
+    # What the trace runs before the backward's seed but neither the loss nor a mutation needs (copies
+    # that only the backward reads) is backward work, as in PyTorch's own partitioners: for an in-place
+    # op whose derivative reads its input (torchvision's ReLU6(inplace=True), a hardtanh_),
+    # functionalization clones the input in the forward and hands the clone to the backward. Such an op
+    # is listed just before its first reader (below), so the clone is made where the backward needs it
+    # and its input is the forward tensor a plan keeps or makes again. As a forward op, MobileNet-V2's
+    # 35 clones (184 MiB at batch 8) were saved activations whose every remaking counted as
+    # recomputation, though PyTorch runs them once in the backward whatever the budget.
+    deferred = set()
     if joint.seed is not None:
         for n in nodes:
             if n.name == joint.seed:
                 break
-            if n.op == "call_function":
-                forward.add(n.name)
+            if n.op == "call_function" and n.name not in forward:
+                deferred.add(n.name)
 
     tensors: list[dict] = []
     tensor_index: dict[str, int] = {}
@@ -406,6 +411,16 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
         ops.append(op)
         op_node[opname] = n.name
         op_phase[opname] = phase
+
+    # Deferred ops just before their first reader (the last listed first, so that a chain of them
+    # keeps its order); one nothing reads stays where it was.
+    for i in reversed(range(len(ops))):
+        if op_node.get(ops[i]["name"]) not in deferred:
+            continue
+        outs_i = set(ops[i]["outputs"])
+        first = next((j for j in range(i + 1, len(ops)) if outs_i & set(ops[j]["inputs"])), None)
+        if first is not None:
+            ops.insert(first - 1, ops.pop(i))
 
     # The optimizer: one update op per parameter with a gradient.
     # A tied weight lifted under several names has one gradient per name (autograd sums them): one

@@ -53,22 +53,29 @@ def test_structure_of_a_small_cnn():
     assert command.stats(g)["lb_default"] > 0
 
 
-def test_clones_for_the_backward_are_forward_tensors():
+def test_clones_for_the_backward_run_in_the_backward_just_before_their_reader():
     # ReLU6(inplace=True): functionalization clones each hardtanh's input in the forward for the backward.
-    # Those clones are forward ops (a plan may drop and recompute them), so this MobileNet-V2 plans at 70 % of
-    # its store-all arena; as backward ops they stayed live from the forward to the backward, and no planner
-    # found a plan at 80 % (below 60 % it is weights and gradients: proven infeasible).
+    # As in PyTorch's partitioners, those clones are backward work: each is listed just before the op that
+    # reads it, so its input is the forward tensor a plan keeps or makes again, and it runs once. Listed
+    # where the trace puts them (before the seed) they stayed live from the forward to the backward, and no
+    # planner found a plan at 80 % (below 60 % it is weights and gradients: proven infeasible).
     model, inputs, targets, loss = models.mobilenet_v2(batch=4, size=64)
     g, joint, mapping = _export((model, inputs, targets, loss), workspace="none")
     seed_op = next(op for op, node in mapping.op_node.items() if node == joint.seed)
     names = [op["name"] for op in g["ops"]]
-    before_seed = g["ops"][: names.index(seed_op)]
-    assert all(op["phase"] == "forward" for op in before_seed)
-    clones = [op for op in before_seed if op["aten"] == "aten.clone.default"]
+    assert all(op["phase"] == "forward" for op in g["ops"][: names.index(seed_op)])
+    clones = [op for op in g["ops"] if op.get("aten") == "aten.clone.default" and op["phase"] == "backward"]
     assert len(clones) >= 30
+    for c in clones:
+        i = names.index(c["name"])
+        assert i > names.index(seed_op)
+        assert set(c["outputs"]) & set(g["ops"][i + 1]["inputs"])  # its reader comes next
+        assert all(g["ops"][names.index(op)]["phase"] == "forward" for t in c["inputs"]
+                   for op in names if t in g["ops"][names.index(op)]["outputs"])
     plan, _ = command.plan(g, "70%", time_limit=10)
     assert command.check(g, plan)[0]
-    assert any(s["op"] in {op["name"] for op in clones} for s in plan["steps"][names.index(seed_op):])
+    runs = [s["op"] for s in plan["steps"]]
+    assert all(runs.count(c["name"]) == 1 for c in clones)
 
 
 def test_adam_state_is_persistent_and_read_by_the_update():
