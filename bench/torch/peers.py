@@ -225,7 +225,7 @@ def main():
                 rows.append(row("", b, f"PyTorch {s}", r, target))
             if ref is None:
                 continue
-            frac = f"{min(1.0, ok[ref]['saved'] / S):.9f}"
+            frac = repr(min(1.0, ok[ref]['saved'] / S))  # all its digits: the budget is then PyTorch's bytes
             rows.append(row("", b, "memplan, peak", sub("memplan", name, "peak", str(target)), target))
             rows.append(row("", b, "memplan, saved", sub("memplan", name, "saved", frac), target))
             rows.append(row("", b, "memplan, saved, flops",

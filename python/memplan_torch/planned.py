@@ -83,8 +83,11 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
         if op == seed_op or mapping.op_phase.get(op) == "update":
             split = i
             break
+    # Saved for the backward: what crosses the seed, but not what the step returns (the loss), which
+    # PyTorch's partitioner does not count either.
     saved = sorted({b["tensor"] for b in plan["buffers"] if b.get("tensor") in tbytes
-                    and b["tensor"] not in persistent and b["first"] < split <= b["last"]})
+                    and b["tensor"] not in persistent and b["tensor"] not in returned
+                    and b["first"] < split <= b["last"]})
     counts: dict = {}
     for op, _ in steps:
         counts[op] = counts.get(op, 0) + 1
@@ -299,7 +302,7 @@ def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit
         raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
     store_all, _ = command.plan(graph, None, time_limit=time_limit)
     sched = schedule_of(graph, mapping, store_all, joint)
-    return int(sched.live_peak - (1 - budget) * sched.saved_bytes), sched
+    return round(sched.live_peak - (1 - budget) * sched.saved_bytes), sched
 
 
 _UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
@@ -333,7 +336,7 @@ def forward_budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, ti
     store_all, _ = command.plan(fwd, None, time_limit=time_limit)
     sched = schedule_of(fwd, mapping, store_all, joint)
     if isinstance(budget, float):
-        return int(sched.seed_live - (1 - budget) * sched.saved_bytes), sched
+        return round(sched.seed_live - (1 - budget) * sched.saved_bytes), sched
     return int(sched.seed_live * float(m.group(1)) / 100), sched
 
 
@@ -374,7 +377,10 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
             target += room
     t2 = time.perf_counter()
     try:
-        plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit)
+        # A saved-bytes budget counts bytes, as PyTorch's does, not an arena's alignment padding (the
+        # executor allocates through PyTorch and ignores offsets; a peak budget keeps the padding).
+        extra = ["--alignment", "1"] if budget_on == "saved" else None
+        plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit, extra=extra)
     except command.Infeasible as e:
         if budget_on == "peak":
             raise
