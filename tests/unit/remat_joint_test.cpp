@@ -188,3 +188,74 @@ TEST_CASE("remat.auto.is_at_least_as_cheap_as_each_member") {
     // comparison above must have happened, not been skipped throughout.
     CHECK(compared >= 20);
 }
+
+TEST_CASE("remat.joint.exchange_solves_the_knapsack_at_the_peak") {
+    // Three forward tensors read again by the backward after a large
+    // temporary (`big`), each remade from the input x: A (6000 bytes, cost
+    // 6.0) frees the most per cost, B and C (5000 bytes, cost 5.4 each)
+    // less. Freeing 10000 bytes across `big` takes B and C (10.8); one
+    // tensor at a time by bytes per cost takes A and then B (11.4), and so
+    // does every prefix of a minimum cut's order. The exchange's knapsack
+    // over what is live at the peak finds B and C.
+    graph g("knapsack");
+    g.add_tensor("x", 100);
+    g.add_tensor("w", 50, true);
+    const char* names[] = {"A", "B", "C"};
+    const std::uint64_t bytes[] = {6000, 5000, 5000};
+    const double costs[] = {6.0, 5.4, 5.4};
+    for (int i = 0; i < 3; ++i) {
+        g.add_tensor(names[i], bytes[i]);
+        g.add_tensor(std::string("r") + names[i], 4);
+    }
+    for (const char* t : {"l", "g", "gm", "gA", "gB", "gC"}) g.add_tensor(t, 4);
+    g.add_tensor("big", 20000);
+    g.add_tensor("dw", 50);
+    for (int i = 0; i < 3; ++i) {
+        g.add_op(std::string("f") + names[i], {"x", "w"}, {names[i]}, costs[i]);
+        g.add_op(std::string("r") + names[i] + ".op", {names[i]}, {std::string("r") + names[i]});
+    }
+    g.add_op("loss", {"rA", "rB", "rC"}, {"l"});
+    g.add_op("seed", {"l"}, {"g"}, 1.0, 0, phase::backward);
+    g.add_op("mid", {"g"}, {"big"}, 1.0, 0, phase::backward);
+    g.add_op("mid2", {"big"}, {"gm"}, 1.0, 0, phase::backward);
+    for (int i = 0; i < 3; ++i)
+        g.add_op(std::string("b") + names[i], {"gm", names[i]}, {std::string("g") + names[i]}, 1.0, 0, phase::backward);
+    g.add_op("bw", {"gA", "gB", "gC", "x"}, {"dw"}, 1.0, 0, phase::backward);
+    g.add_op("w.update", {"w", "dw"}, {}, 1.0, 0, phase::update);
+    validate(g);
+
+    const remat_context<graph> ctx(g);
+    remat_options o;
+    o.alignment = 1;
+    o.time_limit_seconds = 5;
+    const detail::joint_search<graph> search(ctx, o, o.limit(), 24, 1.0);
+    auto dropping = [&](std::initializer_list<const char*> ts) {
+        auto c = ctx.keep_all();
+        for (auto t : ts) c.keep[*g.find_tensor(t)] = 0;
+        return c;
+    };
+    const auto store_all = search.evaluate(ctx.keep_all(), 0);
+    const auto target = static_cast<graph::size_type>(store_all.peak - 10000);
+    const auto greedy = dropping({"A", "B"});
+    const auto best = dropping({"B", "C"});
+    REQUIRE(search.evaluate(greedy, target).peak <= target);
+    REQUIRE(search.evaluate(best, target).peak <= target);
+    REQUIRE(search.evaluate(dropping({"A"}), target).peak > target);
+    // Every keep choice: none that fits is cheaper than B and C.
+    for (unsigned code = 0; code < 8; ++code) {
+        auto c = ctx.keep_all();
+        for (int i = 0; i < 3; ++i) c.keep[*g.find_tensor(names[i])] = (code >> i & 1) != 0;
+        const auto e = search.evaluate(c, target);
+        if (e.peak <= target) CHECK(e.cost >= search.evaluate(best, target).cost - 1e-9);
+    }
+    const auto x = search.exchange(greedy, target);
+    REQUIRE(x.has_value());
+    CHECK(x->keep == best.keep);
+    CHECK(search.evaluate(*x, target).cost == doctest::Approx(search.evaluate(best, target).cost));
+
+    // And the planner, end to end, through the validator.
+    o.budget = target;
+    const auto r = joint{}.plan(g, o);
+    expect_valid_fit(g, r);
+    CHECK(r.cost == doctest::Approx(search.evaluate(best, target).cost));
+}

@@ -51,8 +51,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -228,8 +230,9 @@ public:
     }
 
     /// Descends from `c` until the live-bytes peak is at most `target` or no
-    /// move helps. Returns false when it got stuck or ran out of time.
-    bool descend(choice_type& c, size_type target, id_type protect = Graph::npos) const {
+    /// move helps, never dropping a tensor of `protect`. Returns false when
+    /// it got stuck or ran out of time.
+    bool descend(choice_type& c, size_type target, std::span<const id_type> protect = {}) const {
         auto cur = evaluate(c, target);
         // Moves found useless are not tried again for a while: variant
         // switches that free nothing would otherwise crowd out the rest.
@@ -241,13 +244,13 @@ public:
             if (out_of_time()) return false;
             if (++iteration % 64 == 0) useless.clear();
             auto moves = candidate_moves(c, cur);
-            if (protect != Graph::npos)
+            for (const auto p : protect)
                 std::erase_if(moves, [&](const move& m) {
                     if (m.kind == move::drop_cone || m.kind == move::remake_from)
-                        return m.id == protect || std::find(m.cone.begin(), m.cone.end(), protect) != m.cone.end() ||
-                               std::find(m.unmarks.begin(), m.unmarks.end(), protect) != m.unmarks.end();
+                        return m.id == p || std::find(m.cone.begin(), m.cone.end(), p) != m.cone.end() ||
+                               std::find(m.unmarks.begin(), m.unmarks.end(), p) != m.unmarks.end();
                     return (m.kind == move::drop_tensor || m.kind == move::per_use || m.kind == move::checkpoint) &&
-                           (m.id == protect || m.id2 == protect);
+                           (m.id == p || m.id2 == p);
                 });
             const auto all = moves;
             std::erase_if(moves, [&](const move& m) {
@@ -382,11 +385,32 @@ public:
     /// Large-neighbourhood improvement of a fitting choice: keep one dropped
     /// tensor again (the most expensive recomputation first), descend back
     /// under the target without dropping it, and accept when the plan got
-    /// cheaper. `accept(choice)` allocates and says whether it fits.
+    /// cheaper; when no single one helps, the same with two kept again
+    /// among the `pair_keeps` most expensive (a knapsack's exchange: two
+    /// large recomputations traded for several smaller ones that free the
+    /// same bytes, as on MobileNet-V2 under a saved-bytes budget).
+    /// `accept(choice)` allocates and says whether it fits.
     template <class Accept>
     void improve(choice_type& c, size_type target, Accept&& accept) const {
         auto cur = evaluate(c, target);
         double cur_cost = cur.cost;
+        // Keeps `ts` again (as checkpoints where only the forward reads them)
+        // and descends without dropping them; true when that was accepted.
+        auto try_keeping = [&](std::span<const id_type> ts) {
+            auto trial = c;
+            for (const auto t : ts) {
+                if (ctx_.checkpointable(t)) apply(trial, {move::checkpoint, t, 1, 0});
+                else trial.keep[t] = 1;
+            }
+            if (!descend(trial, target, ts)) return false;
+            polish(trial, target);
+            auto e = evaluate(trial, target);
+            if (!(e.cost < cur_cost * (1 - 1e-9) && accept(trial))) return false;
+            c = std::move(trial);
+            cur_cost = e.cost;
+            cur = std::move(e);
+            return true;
+        };
         for (bool improved = true; improved && !out_of_time();) {
             improved = false;
             // Dropped tensors to keep again, and tensors the backward remakes
@@ -401,24 +425,150 @@ public:
                 if (!c.keep[t]) dropped.push_back({cost_of_making(static_cast<id_type>(t)), static_cast<id_type>(t)});
             for (auto t : checkpoint_candidates(c, cur)) dropped.push_back({cost_of_making(t), t});
             std::stable_sort(dropped.begin(), dropped.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-            for (const auto& [_, t] : dropped) {
-                if (out_of_time()) return;
-                const bool as_checkpoint = ctx_.checkpointable(t);
-                if (as_checkpoint ? c.is_checkpoint(t) : c.keep[t] != 0) continue;
-                auto trial = c;
-                if (as_checkpoint) apply(trial, {move::checkpoint, t, 1, 0});
-                else trial.keep[t] = 1;
-                if (!descend(trial, target, t)) continue;
-                polish(trial, target);
-                auto e = evaluate(trial, target);
-                if (e.cost < cur_cost * (1 - 1e-9) && accept(trial)) {
-                    c = std::move(trial);
+            if (auto x = exchange(c, target)) {
+                polish(*x, target);
+                auto e = evaluate(*x, target);
+                if (e.peak <= target && e.cost < cur_cost * (1 - 1e-9) && accept(*x)) {
+                    c = std::move(*x);
                     cur_cost = e.cost;
                     cur = std::move(e);
                     improved = true;
+                    continue;
                 }
             }
+            auto is_kept = [&](id_type t) { return ctx_.checkpointable(t) ? c.is_checkpoint(t) : c.keep[t] != 0; };
+            for (const auto& [_, t] : dropped) {
+                if (out_of_time()) return;
+                if (is_kept(t)) continue;
+                const id_type one[] = {t};
+                if (try_keeping(one)) improved = true;
+            }
+            if (improved) continue;
+            const std::size_t k = std::min(dropped.size(), pair_keeps);
+            for (std::size_t i = 0; i < k && !improved; ++i)
+                for (std::size_t j = i + 1; j < k && !improved; ++j) {
+                    if (out_of_time()) return;
+                    const id_type two[] = {dropped[i].second, dropped[j].second};
+                    if (is_kept(two[0]) || is_kept(two[1])) continue;
+                    improved = try_keeping(two);
+                }
         }
+    }
+
+    /// A knapsack over what is live at the peak of a fitting choice (a
+    /// training graph's): every droppable forward tensor that is, or when
+    /// kept would be, live across the peak step is an item worth what
+    /// keeping it saves (its producer's run, or the estimated cost of
+    /// remaking it) and weighing what switching it alone changes at the
+    /// peak, as evaluated (a dropped tensor may free nothing there when
+    /// something else keeps its bytes alive). The items kept are chosen
+    /// exactly (dynamic programming over the weights, in units of their
+    /// common divisor, rounded up to a coarser unit where the table would
+    /// be too large) within what they weigh now plus the slack under the
+    /// target. The descent chooses one tensor at a time, which stops short
+    /// where the right answer is a combination: on MobileNet-V2 under FLOPs
+    /// its depthwise convolutions all free the same bytes per FLOP, and
+    /// which of them to remake is a subset sum (PyTorch's partitioner
+    /// solves the same kind of knapsack after its minimum cut). Items
+    /// interact (a remade chain, other steps), so the choice is evaluated
+    /// exactly; one over the target retries with a smaller capacity.
+    /// Returns the cheaper fitting choice, or nothing.
+    std::optional<choice_type> exchange(const choice_type& c, size_type target) const {
+        if (ctx_.general()) return std::nullopt;
+        const auto cur = evaluate(c, target);
+        if (cur.peak > target) return std::nullopt;
+        const std::size_t p = cur.peak_step;
+        const auto& s = cur.schedule;
+        // Where each op first runs and where each tensor is last read.
+        constexpr std::size_t none = choice_type::none;
+        std::vector<std::size_t> first_run(g_.num_ops(), none), last_read(g_.num_tensors(), none);
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            if (first_run[s[i].op] == none) first_run[s[i].op] = i;
+            for (auto t : g_.reads_of(s[i].op, s[i].variant)) last_read[t] = i;
+        }
+        const auto& reads_p = g_.reads_of(s[p].op, s[p].variant);
+        const auto& outs_p = g_.op(s[p].op).outputs;
+        struct item {
+            id_type tensor;
+            std::uint64_t bytes;
+            double value;
+        };
+        std::vector<item> items;
+        std::uint64_t kept_bytes = 0;
+        remake_visit visit(g_.num_ops());
+        for (std::size_t t = 0; t < g_.num_tensors(); ++t) {
+            const auto id = static_cast<id_type>(t);
+            if (!ctx_.droppable(id) || c.is_per_use(t)) continue;
+            if (std::find(reads_p.begin(), reads_p.end(), id) != reads_p.end() ||
+                std::find(outs_p.begin(), outs_p.end(), id) != outs_p.end())
+                continue;
+            const auto prod = ctx_.index().producer[t];
+            if (first_run[prod] == none || first_run[prod] >= ctx_.boundary()) continue;
+            if (first_run[prod] > p || last_read[t] == none || last_read[t] < p) continue;
+            const double value = c.keep[t] ? remake_cost(c, prod, visit) : g_.cost_of(prod, c.variant[prod]);
+            items.push_back({id, 0, value});
+        }
+        // What switching each item alone changes at the peak.
+        {
+            auto one = c;
+            for (auto& it : items) {
+                if (out_of_time()) return std::nullopt;
+                one.keep[it.tensor] = !c.keep[it.tensor];
+                const auto e = evaluate(one, target);
+                one.keep[it.tensor] = c.keep[it.tensor];
+                const auto delta = c.keep[it.tensor] ? (cur.peak > e.peak ? cur.peak - e.peak : 0)
+                                                     : (e.peak > cur.peak ? e.peak - cur.peak : 0);
+                it.bytes = static_cast<std::uint64_t>(delta);
+                if (c.keep[it.tensor]) kept_bytes += it.bytes;
+            }
+            // Weightless items stay as they are (polish keeps the free ones).
+            std::erase_if(items, [](const item& it) { return it.bytes == 0; });
+        }
+        if (items.empty()) return std::nullopt;
+        std::uint64_t capacity = kept_bytes + (target - cur.peak);
+        std::uint64_t unit = 0;
+        for (const auto& it : items) unit = std::gcd(unit, it.bytes);
+        const std::uint64_t max_cells = exchange_cells / items.size();
+        for (int round = 0; round < exchange_rounds && !out_of_time(); ++round) {
+            // Bytes in units of their common divisor, or coarser (rounded
+            // up, so that no choice is heavier than it looks) to keep the
+            // table within exchange_cells bits.
+            if (capacity / unit > max_cells) unit = capacity / max_cells + 1;
+            const std::size_t cap = static_cast<std::size_t>(capacity / unit);
+            std::vector<double> best(cap + 1, 0.0);
+            std::vector<std::vector<bool>> take(items.size(), std::vector<bool>(cap + 1, false));
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                const auto w = static_cast<std::size_t>((items[i].bytes + unit - 1) / unit);
+                if (w > cap) continue;
+                for (std::size_t b = cap; b >= w; --b)
+                    if (best[b - w] + items[i].value > best[b]) {
+                        best[b] = best[b - w] + items[i].value;
+                        take[i][b] = true;
+                    }
+            }
+            auto next = c;
+            std::size_t b = cap;
+            for (std::size_t i = items.size(); i-- > 0;) {
+                const bool keep = take[i][b];
+                if (keep) b -= static_cast<std::size_t>((items[i].bytes + unit - 1) / unit);
+                next.keep[items[i].tensor] = keep;
+            }
+            if (next.keep == c.keep) return std::nullopt;
+            auto e = evaluate(next, target);
+            if (e.peak <= target) {
+                if (e.cost < cur.cost * (1 - 1e-9)) return next;
+                return std::nullopt;
+            }
+            // Items interact: ask for the weight of this choice less the
+            // excess, at least one unit of the table less.
+            std::uint64_t weight = 0;
+            for (const auto& it : items)
+                if (next.keep[it.tensor]) weight += it.bytes;
+            const std::uint64_t lower = std::max<std::uint64_t>(e.over, unit);
+            if (lower >= weight) return std::nullopt;
+            capacity = std::min(capacity, weight) - lower;
+        }
+        return std::nullopt;
     }
 
     /// Tensors that no backward op reads and that the schedule of `cur`
@@ -441,6 +591,15 @@ public:
     }
 
 private:
+    /// exchange(): at most this many cells (bits) in its table.
+    static constexpr std::uint64_t exchange_cells = std::uint64_t{1} << 28;
+    /// exchange(): choices tried (each one over the target lowers the capacity).
+    static constexpr int exchange_rounds = 6;
+
+    /// improve(): pairs kept again are drawn from this many of the most
+    /// expensive recomputations.
+    static constexpr std::size_t pair_keeps = 8;
+
     /// Scratch of remake_cost: ops counted in the current estimate.
     struct remake_visit {
         explicit remake_visit(std::size_t ops) : mark(ops, 0) {}
