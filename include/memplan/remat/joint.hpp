@@ -385,11 +385,8 @@ public:
     /// Large-neighbourhood improvement of a fitting choice: keep one dropped
     /// tensor again (the most expensive recomputation first), descend back
     /// under the target without dropping it, and accept when the plan got
-    /// cheaper; when no single one helps, the same with two kept again
-    /// among the `pair_keeps` most expensive (a knapsack's exchange: two
-    /// large recomputations traded for several smaller ones that free the
-    /// same bytes, as on MobileNet-V2 under a saved-bytes budget).
-    /// `accept(choice)` allocates and says whether it fits.
+    /// cheaper. Each round first tries the knapsack exchange at the peak
+    /// (exchange()). `accept(choice)` allocates and says whether it fits.
     template <class Accept>
     void improve(choice_type& c, size_type target, Accept&& accept) const {
         auto cur = evaluate(c, target);
@@ -413,6 +410,17 @@ public:
         };
         for (bool improved = true; improved && !out_of_time();) {
             improved = false;
+            if (auto x = exchange(c, target)) {
+                polish(*x, target);
+                auto e = evaluate(*x, target);
+                if (e.peak <= target && e.cost < cur_cost * (1 - 1e-9) && accept(*x)) {
+                    c = std::move(*x);
+                    cur_cost = e.cost;
+                    cur = std::move(e);
+                    improved = true;
+                    continue;
+                }
+            }
             // Dropped tensors to keep again, and tensors the backward remakes
             // but reads nothing of to keep as checkpoints: the most expensive
             // recomputation first.
@@ -425,17 +433,6 @@ public:
                 if (!c.keep[t]) dropped.push_back({cost_of_making(static_cast<id_type>(t)), static_cast<id_type>(t)});
             for (auto t : checkpoint_candidates(c, cur)) dropped.push_back({cost_of_making(t), t});
             std::stable_sort(dropped.begin(), dropped.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-            if (auto x = exchange(c, target)) {
-                polish(*x, target);
-                auto e = evaluate(*x, target);
-                if (e.peak <= target && e.cost < cur_cost * (1 - 1e-9) && accept(*x)) {
-                    c = std::move(*x);
-                    cur_cost = e.cost;
-                    cur = std::move(e);
-                    improved = true;
-                    continue;
-                }
-            }
             auto is_kept = [&](id_type t) { return ctx_.checkpointable(t) ? c.is_checkpoint(t) : c.keep[t] != 0; };
             for (const auto& [_, t] : dropped) {
                 if (out_of_time()) return;
@@ -443,15 +440,6 @@ public:
                 const id_type one[] = {t};
                 if (try_keeping(one)) improved = true;
             }
-            if (improved) continue;
-            const std::size_t k = std::min(dropped.size(), pair_keeps);
-            for (std::size_t i = 0; i < k && !improved; ++i)
-                for (std::size_t j = i + 1; j < k && !improved; ++j) {
-                    if (out_of_time()) return;
-                    const id_type two[] = {dropped[i].second, dropped[j].second};
-                    if (is_kept(two[0]) || is_kept(two[1])) continue;
-                    improved = try_keeping(two);
-                }
         }
     }
 
@@ -461,11 +449,14 @@ public:
     /// keeping it saves (its producer's run, or the estimated cost of
     /// remaking it) and weighing what switching it alone changes at the
     /// peak, as evaluated (a dropped tensor may free nothing there when
-    /// something else keeps its bytes alive). The items kept are chosen
-    /// exactly (dynamic programming over the weights, in units of their
-    /// common divisor, rounded up to a coarser unit where the table would
-    /// be too large) within what they weigh now plus the slack under the
-    /// target. The descent chooses one tensor at a time, which stops short
+    /// something else keeps its bytes alive). The items dropped are the
+    /// cheapest set that frees what the items weigh beyond the room left
+    /// under the target (what they weigh now plus the slack): ordered by
+    /// value per byte, those far below the break item are dropped, those
+    /// far above kept, and the `exchange_core` on each side of it chosen
+    /// exactly by dynamic programming over the bytes to free, in units of
+    /// their common divisor (coarser, weights rounded down, where the
+    /// table would be too large). The descent chooses one tensor at a time, which stops short
     /// where the right answer is a combination: on MobileNet-V2 under FLOPs
     /// its depthwise convolutions all free the same bytes per FLOP, and
     /// which of them to remake is a subset sum (PyTorch's partitioner
@@ -525,33 +516,73 @@ public:
             std::erase_if(items, [](const item& it) { return it.bytes == 0; });
         }
         if (items.empty()) return std::nullopt;
+        std::uint64_t total = 0;
+        for (const auto& it : items) total += it.bytes;
         std::uint64_t capacity = kept_bytes + (target - cur.peak);
-        std::uint64_t unit = 0;
-        for (const auto& it : items) unit = std::gcd(unit, it.bytes);
-        const std::uint64_t max_cells = exchange_cells / items.size();
+        std::uint64_t gcd = 0;
+        for (const auto& it : items) gcd = std::gcd(gcd, it.bytes);
+        std::vector<std::size_t> order(items.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+            return items[x].value * double(items[y].bytes) < items[y].value * double(items[x].bytes);
+        });
         for (int round = 0; round < exchange_rounds && !out_of_time(); ++round) {
-            // Bytes in units of their common divisor, or coarser (rounded
-            // up, so that no choice is heavier than it looks) to keep the
-            // table within exchange_cells bits.
-            if (capacity / unit > max_cells) unit = capacity / max_cells + 1;
-            const std::size_t cap = static_cast<std::size_t>(capacity / unit);
-            std::vector<double> best(cap + 1, 0.0);
-            std::vector<std::vector<bool>> take(items.size(), std::vector<bool>(cap + 1, false));
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                const auto w = static_cast<std::size_t>((items[i].bytes + unit - 1) / unit);
-                if (w > cap) continue;
-                for (std::size_t b = cap; b >= w; --b)
-                    if (best[b - w] + items[i].value > best[b]) {
-                        best[b] = best[b - w] + items[i].value;
-                        take[i][b] = true;
-                    }
-            }
+            // Which items to drop: the cheapest set that frees at least
+            // `need` bytes (a covering knapsack), in units of the weights'
+            // common divisor, or coarser to keep the table within
+            // exchange_cells bits (weights rounded down and `need` up, so
+            // that no set frees less than it seems to).
             auto next = c;
-            std::size_t b = cap;
-            for (std::size_t i = items.size(); i-- > 0;) {
-                const bool keep = take[i][b];
-                if (keep) b -= static_cast<std::size_t>((items[i].bytes + unit - 1) / unit);
-                next.keep[items[i].tensor] = keep;
+            for (const auto& it : items) next.keep[it.tensor] = 1;
+            if (total > capacity) {
+                // The items by value per byte, cheapest first: dropping them
+                // in this order meets `need` at the break item. Far from it
+                // the answer is clear (the cheap ones dropped, the dear ones
+                // kept); the knapsack is solved exactly on a core of items
+                // around it (as in Balas and Zemel's core for 0-1 knapsacks).
+                std::uint64_t need = total - capacity;
+                std::size_t k = 0;
+                for (std::uint64_t freed = 0; k < order.size(); ++k) {
+                    freed += items[order[k]].bytes;
+                    if (freed >= need) break;
+                }
+                if (k == order.size()) return std::nullopt; // nothing frees enough
+                const std::size_t lo = k > exchange_core ? k - exchange_core : 0;
+                const std::size_t hi = std::min(order.size(), k + exchange_core + 1);
+                for (std::size_t r = 0; r < lo; ++r) {
+                    next.keep[items[order[r]].tensor] = 0;
+                    need -= items[order[r]].bytes;
+                }
+                std::uint64_t unit = 0;
+                for (std::size_t r = lo; r < hi; ++r) unit = std::gcd(unit, items[order[r]].bytes);
+                const std::size_t n = hi - lo;
+                if ((need / unit + 1) * n > exchange_cells) unit = need * n / exchange_cells + 1;
+                const auto cells = static_cast<std::size_t>((need + unit - 1) / unit);
+                constexpr double inf = std::numeric_limits<double>::infinity();
+                std::vector<double> cheapest(cells + 1, inf); // to free at least b units
+                cheapest[0] = 0;
+                std::vector<std::vector<bool>> drop(n, std::vector<bool>(cells + 1, false));
+                for (std::size_t i = 0; i < n; ++i) {
+                    const auto& it = items[order[lo + i]];
+                    const auto w = static_cast<std::size_t>(it.bytes / unit);
+                    if (w == 0) continue;
+                    for (std::size_t b = cells; b > 0; --b) {
+                        const double with = cheapest[b > w ? b - w : 0] + it.value;
+                        if (with < cheapest[b]) {
+                            cheapest[b] = with;
+                            drop[i][b] = true;
+                        }
+                    }
+                }
+                if (cheapest[cells] == inf) return std::nullopt;
+                std::size_t b = cells;
+                for (std::size_t i = n; i-- > 0 && b > 0;) {
+                    if (!drop[i][b]) continue;
+                    const auto& it = items[order[lo + i]];
+                    next.keep[it.tensor] = 0;
+                    const auto w = static_cast<std::size_t>(it.bytes / unit);
+                    b = b > w ? b - w : 0;
+                }
             }
             if (next.keep == c.keep) return std::nullopt;
             auto e = evaluate(next, target);
@@ -560,11 +591,11 @@ public:
                 return std::nullopt;
             }
             // Items interact: ask for the weight of this choice less the
-            // excess, at least one unit of the table less.
+            // excess, at least one unit of the weights less.
             std::uint64_t weight = 0;
             for (const auto& it : items)
                 if (next.keep[it.tensor]) weight += it.bytes;
-            const std::uint64_t lower = std::max<std::uint64_t>(e.over, unit);
+            const std::uint64_t lower = std::max<std::uint64_t>(e.over, gcd);
             if (lower >= weight) return std::nullopt;
             capacity = std::min(capacity, weight) - lower;
         }
@@ -592,13 +623,11 @@ public:
 
 private:
     /// exchange(): at most this many cells (bits) in its table.
-    static constexpr std::uint64_t exchange_cells = std::uint64_t{1} << 28;
+    static constexpr std::uint64_t exchange_cells = std::uint64_t{1} << 27;
+    /// exchange(): items on each side of the break item solved exactly.
+    static constexpr std::size_t exchange_core = 48;
     /// exchange(): choices tried (each one over the target lowers the capacity).
     static constexpr int exchange_rounds = 6;
-
-    /// improve(): pairs kept again are drawn from this many of the most
-    /// expensive recomputations.
-    static constexpr std::size_t pair_keeps = 8;
 
     /// Scratch of remake_cost: ops counted in the current estimate.
     struct remake_visit {
