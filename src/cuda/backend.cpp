@@ -94,8 +94,9 @@ void backend::poison(std::byte* p, std::uint64_t bytes) {
 
 void backend::synchronize() { MEMPLAN_CUDA_CHECK(cudaStreamSynchronize(ctx().stream)); }
 
-void backend::run(const kernel_call& c) {
-    auto& x = ctx();
+namespace {
+
+void dispatch(detail::context& x, const kernel_call& c) {
     switch (c.kind) {
     case op_origin_kind::grad_acc: detail::run_grad_acc(x, c); return;
     case op_origin_kind::update: detail::run_update(x, c); return;
@@ -103,6 +104,27 @@ void backend::run(const kernel_call& c) {
     }
     if (!c.node || !c.spec) throw error("cuda", "a layer op reached the CUDA backend without its layer");
     std::visit([&](const auto& l) { detail::run(x, l, c); }, c.node->layer);
+}
+
+/// The debug mode's check after op `c`: its kernels ran to the end. A fault
+/// (an illegal address, say) otherwise surfaces at a later synchronisation,
+/// naming whichever call happened to wait; a launch error (bad configuration)
+/// only in cudaGetLastError.
+void check_finished(detail::context& x, const kernel_call& c) {
+    const cudaError_t waited = cudaStreamSynchronize(x.stream);
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t e = waited != cudaSuccess ? waited : last;
+    if (e != cudaSuccess)
+        detail::fail(c, std::string("failed on the device (MEMPLAN_CUDA_SYNC / sync_each_op): ") + cudaGetErrorName(e) +
+                            ": " + cudaGetErrorString(e));
+}
+
+} // namespace
+
+void backend::run(const kernel_call& c) {
+    auto& x = ctx();
+    dispatch(x, c);
+    if (x.opt.sync_each_op) check_finished(x, c);
 }
 
 backend_stats backend::stats() const noexcept { return ctx_ ? ctx_->stats : backend_stats{}; }

@@ -15,12 +15,21 @@
 #include <memplan/nn/layer.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace memplan::engine::cuda::detail {
 
 using i64 = std::int64_t;
+
+/// MEMPLAN_CUDA_SYNC=1 (any value but empty or 0): the synchronising debug
+/// mode (backend_options::sync_each_op), without rebuilding the program.
+inline bool sync_requested_by_environment() noexcept {
+    const char* v = std::getenv("MEMPLAN_CUDA_SYNC");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
 
 struct context {
     backend_options opt;
@@ -30,6 +39,7 @@ struct context {
     backend_stats stats;
 
     explicit context(backend_options o) : opt(o) {
+        if (sync_requested_by_environment()) opt.sync_each_op = true; // read once, here
         if (device_count() <= opt.device)
             throw error("cuda", "the CUDA backend needs device " + std::to_string(opt.device) + " but " +
                                     std::to_string(device_count()) + " were found");
@@ -68,6 +78,7 @@ struct context {
         }
         if (dnn) cudnnDestroy(dnn);
         if (blas) cublasDestroy(blas);
+        if (stream) kernels::release_scratch(stream); // batch-norm's partial sums (kernels.cuh)
         if (stream) cudaStreamDestroy(stream);
         dnn = nullptr;
         blas = nullptr;
@@ -76,10 +87,6 @@ struct context {
 };
 
 // ----- shared helpers ---------------------------------------------------------
-
-[[noreturn]] inline void fail(const kernel_call& c, const std::string& what) {
-    throw error("cuda", "op '" + c.name() + "': " + what);
-}
 
 /// The memory of slot `s`; throws naming the op when the step did not bind it.
 inline tensor_ref need(const kernel_call& c, nn::slot s, const char* what) { return bound_slot("cuda", c, s, what); }
@@ -118,12 +125,6 @@ inline void gemm_batched(context& x, bool ta, bool tb, i64 m, i64 n, i64 k, floa
     MEMPLAN_CUDA_CHECK(cublasSgemmStridedBatched(x.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                  i(n), i(m), i(k), &alpha, B, i(ldb), sb, A, i(lda), sa, &beta, C,
                                                  i(ldc), sc, i(batch)));
-}
-
-/// An NCHW float tensor descriptor.
-inline void set4d(const tensor_desc& d, i64 n, i64 ch, i64 h, i64 w) {
-    auto i = [](i64 v) { return static_cast<int>(v); };
-    MEMPLAN_CUDA_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(n), i(ch), i(h), i(w)));
 }
 
 // ----- the layer families (one .cpp each, as engine/cpu/ has one header each) ----

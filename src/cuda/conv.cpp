@@ -1,8 +1,10 @@
 // The CUDA kernels of conv2d and conv_transpose2d on cuDNN: the algorithm of
 // the step's variant (engine/cuda/algorithms.hpp) inside the plan's workspace,
 // with the zero-workspace fallback when cuDNN refuses it or (by policy) needs
-// more than the plan gives.
+// more than the plan gives. conv_choice.hpp holds the descriptors and the
+// choice, which the profiler shares.
 #include "common.hpp"
+#include "conv_choice.hpp"
 
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <cstddef>
@@ -12,105 +14,28 @@ namespace memplan::engine::cuda::detail {
 
 namespace {
 
-struct conv_setup {
-    tensor_desc x, y, bias;
-    filter_desc w;
-    conv_desc conv;
-};
-
-/// x (n, c, h, w) -> y (n, k, ho, wo) with filter (k, c / groups, r, s).
-void describe(context& ctx, conv_setup& d, const conv_geometry& q) {
-    auto i = [](i64 v) { return static_cast<int>(v); };
-    set4d(d.x, q.n, q.c, q.h, q.w);
-    set4d(d.y, q.n, q.k, q.ho, q.wo);
-    set4d(d.bias, 1, q.k, 1, 1);
-    MEMPLAN_CUDA_CHECK(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(q.k), i(q.cg()), i(q.r),
-                                                  i(q.s)));
-    MEMPLAN_CUDA_CHECK(cudnnSetConvolution2dDescriptor(d.conv, i(q.ph), i(q.pw), i(q.sh), i(q.sw), i(q.dh), i(q.dw),
-                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    MEMPLAN_CUDA_CHECK(cudnnSetConvolutionGroupCount(d.conv, i(q.groups)));
-    MEMPLAN_CUDA_CHECK(
-        cudnnSetConvolutionMathType(d.conv, ctx.opt.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-}
-
-// engine/cuda/algorithms.hpp's table as cuDNN enums (implicit GEMM for none).
-cudnnConvolutionFwdAlgo_t fwd_algo(nn::impl_kind variant) {
-    switch (variant) {
-    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
-    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
-    default: return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    }
-}
-cudnnConvolutionBwdDataAlgo_t bwd_data_algo(nn::impl_kind variant) {
-    switch (variant) {
-    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
-    default: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-    }
-}
-cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo(nn::impl_kind variant) {
-    switch (variant) {
-    case nn::impl_kind::gemm_im2col: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    case nn::impl_kind::winograd: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
-    default: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-    }
-}
-
-/// The workspace of the variant's algorithm; NOT_SUPPORTED falls back to the
-/// implicit-GEMM one. More than the plan gave is an error naming the op, or
-/// with workspace_shortfall::fallback the implicit-GEMM algorithm, counted.
-template <class Algo, class Query>
-Algo choose(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Query query, std::size_t& bytes) {
-    cudnnStatus_t st = query(wanted, bytes);
-    Algo algo = wanted;
-    if (st != CUDNN_STATUS_SUCCESS && wanted != fallback) {
-        ++ctx.stats.conv_fallbacks;
-        algo = fallback;
-        st = query(fallback, bytes);
-    }
-    if (st != CUDNN_STATUS_SUCCESS)
-        fail(c, std::string("cuDNN has no workspace size for its algorithm: ") + cudnnGetErrorString(st));
-    if (bytes > c.workspace_bytes && ctx.opt.shortfall == workspace_shortfall::fallback && algo != fallback) {
-        ++ctx.stats.workspace_fallbacks;
-        algo = fallback;
-        st = query(fallback, bytes);
-        if (st != CUDNN_STATUS_SUCCESS)
-            fail(c, std::string("cuDNN has no workspace size for its algorithm: ") + cudnnGetErrorString(st));
-    }
-    if (bytes > c.workspace_bytes)
-        fail(c, "cuDNN's algorithm for variant '" + std::string(c.variant == nn::impl_kind::none ? "implicit_gemm" : nn::to_string(c.variant)) +
-                    "' needs a workspace of " + std::to_string(bytes) + " bytes, the plan gives " +
-                    std::to_string(c.workspace_bytes));
-    return algo;
-}
-
-bool not_supported(cudnnStatus_t s) noexcept {
-#ifdef CUDNN_STATUS_CATEGORY // cuDNN 9: NOT_SUPPORTED_SHAPE, _LAYOUT, ... share the category
-    return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
-#else
-    return s == CUDNN_STATUS_NOT_SUPPORTED;
-#endif
-}
-
-/// Chooses the algorithm (choose) and runs `call(algo, bytes)`. cuDNN may
+/// Chooses the algorithm (conv_choice.hpp's choose, with the backend's
+/// statistics and shortfall policy) and runs `call(algo, bytes)`. cuDNN may
 /// refuse an algorithm at run time although its workspace query succeeded
-/// (NOT_SUPPORTED): then the fallback runs, counted as unsupported, when its
-/// workspace fits the plan's.
+/// (a NOT_SUPPORTED-category status): then the fallback runs, counted as
+/// unsupported, when its workspace fits the plan's. `query_name` and
+/// `call_name` name the two cuDNN functions in messages.
 template <class Algo, class Query, class Call>
-void run_conv(context& ctx, const kernel_call& c, Algo wanted, Algo fallback, Query query, Call call,
-              const char* what) {
+void run_conv(context& ctx, const kernel_call& c, Algo wanted, Query query, Call call, const char* query_name,
+              const char* call_name) {
+    const Algo fallback = fallback_algo(wanted);
     std::size_t bytes = 0;
-    const Algo algo = choose(ctx, c, wanted, fallback, query, bytes);
+    const Algo algo = choose(ctx.stats, ctx.opt.shortfall, c, wanted, fallback, query, bytes, query_name);
     cudnnStatus_t st = call(algo, bytes);
-    if (not_supported(st) && algo != fallback) {
+    if (classify(st) == cudnn_outcome::not_supported && algo != fallback) {
         ++ctx.stats.conv_fallbacks;
-        st = query(fallback, bytes);
-        if (st == CUDNN_STATUS_SUCCESS && bytes > c.workspace_bytes)
-            fail(c, std::string(what) + " refused the variant's algorithm and its zero-workspace fallback needs " +
+        query_fallback(c, fallback, query, bytes, query_name);
+        if (bytes > c.workspace_bytes)
+            fail(c, std::string(call_name) + " refused the variant's algorithm and its zero-workspace fallback needs " +
                         std::to_string(bytes) + " bytes, the plan gives " + std::to_string(c.workspace_bytes));
-        if (st == CUDNN_STATUS_SUCCESS) st = call(fallback, bytes);
+        st = call(fallback, bytes);
     }
-    if (st != CUDNN_STATUS_SUCCESS) fail(c, std::string(what) + " failed: " + cudnnGetErrorString(st));
+    if (st != CUDNN_STATUS_SUCCESS) fail(c, std::string(call_name) + " failed: " + cudnnGetErrorString(st));
 }
 
 /// x -> y forward, dy -> dx backward-data, (x, dy) -> dw backward-filter of one
@@ -121,7 +46,7 @@ void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass 
     const float one = 1.0f, zero = 0.0f;
     if (pass == conv_pass::forward) {
         run_conv(
-            ctx, c, fwd_algo(variant), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            ctx, c, fwd_algo(variant),
             [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
                 return cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn, d.x, d.w, d.conv, d.y, a, &b);
             },
@@ -129,10 +54,10 @@ void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass 
                 return cudnnConvolutionForward(ctx.dnn, &one, d.x, in_x, d.w, in_w, d.conv, a, c.workspace, b, &zero,
                                                d.y, out);
             },
-            "cudnnConvolutionForward");
+            "cudnnGetConvolutionForwardWorkspaceSize", "cudnnConvolutionForward");
     } else if (pass == conv_pass::backward_data) {
         run_conv(
-            ctx, c, bwd_data_algo(variant), CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+            ctx, c, bwd_data_algo(variant),
             [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
                 return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn, d.w, d.y, d.conv, d.x, a, &b);
             },
@@ -140,10 +65,10 @@ void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass 
                 return cudnnConvolutionBackwardData(ctx.dnn, &one, d.w, in_w, d.y, in_dy, d.conv, a, c.workspace, b,
                                                     &zero, d.x, out);
             },
-            "cudnnConvolutionBackwardData");
+            "cudnnGetConvolutionBackwardDataWorkspaceSize", "cudnnConvolutionBackwardData");
     } else {
         run_conv(
-            ctx, c, bwd_filter_algo(variant), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+            ctx, c, bwd_filter_algo(variant),
             [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
                 return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn, d.x, d.y, d.conv, d.w, a, &b);
             },
@@ -151,7 +76,7 @@ void conv_pass_run(context& ctx, const kernel_call& c, conv_setup& d, conv_pass 
                 return cudnnConvolutionBackwardFilter(ctx.dnn, &one, d.x, in_x, d.y, in_dy, d.conv, a, c.workspace, b,
                                                       &zero, d.w, out);
             },
-            "cudnnConvolutionBackwardFilter");
+            "cudnnGetConvolutionBackwardFilterWorkspaceSize", "cudnnConvolutionBackwardFilter");
     }
 }
 
@@ -164,7 +89,7 @@ void run(context& ctx, const nn::conv2d& l, const kernel_call& c) {
         fail(c, "the CUDA backend has no kernel for this op");
     const conv_pass pass = pass_of(p);
     conv_setup d;
-    describe(ctx, d, conv_shape(l, c));
+    describe(d, conv_shape(l, c), ctx.opt.allow_tf32);
     const float one = 1.0f, zero = 0.0f;
     if (pass == conv_pass::forward) {
         const auto y = need(c, slot::output(), "the output");
@@ -201,8 +126,8 @@ void run(context& ctx, const nn::conv_transpose2d& l, const kernel_call& c) {
     const auto& out = output_shape(c);
     auto e = [](std::uint64_t v) { return static_cast<i64>(v); };
     const auto k = e(l.kernel), s = e(l.stride), pad = e(l.padding);
-    describe(ctx, d, {e(out[0]), e(out[1]), e(out[2]), e(out[3]), e(in[1]), k, k, e(in[2]), e(in[3]), s, s, pad, pad, 1,
-                      1, 1});
+    describe(d, {e(out[0]), e(out[1]), e(out[2]), e(out[3]), e(in[1]), k, k, e(in[2]), e(in[3]), s, s, pad, pad, 1, 1, 1},
+             ctx.opt.allow_tf32);
     tensor_desc out_bias;
     set4d(out_bias, 1, static_cast<i64>(l.out_channels), 1, 1);
     const float one = 1.0f, zero = 0.0f;

@@ -1,5 +1,6 @@
 // memplan's own CUDA kernels: element-wise ops, reductions with one block per
-// channel or row (sums in double, fixed order: deterministic), pooling with
+// row or column, batch-norm's split over channels x chunks (sums in double,
+// fixed order: deterministic), pooling with
 // saved arg-max bytes, softmax cross-entropy, embeddings and attention's
 // softmax. Simple grid-stride kernels: these ops are memory-bound and small
 // next to the convolutions and GEMMs that cuDNN and cuBLAS run.
@@ -7,9 +8,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace memplan::engine::cuda::kernels {
 
@@ -136,8 +141,130 @@ __global__ void adam_k(float* w, const float* g, float* m, float* v, i64 n, floa
     }
 }
 
-// Batch-norm: one block per channel computes the statistics; a second kernel
-// normalises, so y may overwrite x.
+// Batch-norm. The statistics are reductions over N*S values per channel, and
+// a layer with few channels (ResNet-50's first: 64 channels of 184*112*112
+// values) gives one block per channel too few blocks for the GPU. So each
+// channel is cut into `parts` contiguous chunks (in n-major, s-minor order):
+// a grid of channels x parts blocks writes partial sums (double) to a fixed
+// scratch area, a small kernel adds each channel's partials in a fixed order
+// (deterministic) and a grid-wide element-wise kernel writes y or dx, which
+// may therefore overwrite x or dy. Layers with more channels than the scratch
+// holds keep one block per channel: they fill the GPU that way.
+
+// Walks the values of one channel of an (N, C, S) tensor: channel-local index
+// l = n*S + s, in steps of `step`, without a 64-bit division per value.
+struct channel_walk {
+    i64 at, s;               // flat index of the value, its position in the plane
+    i64 S, step_s, step_at, wrap;
+    __device__ channel_walk(i64 l, i64 c, i64 C, i64 S_, i64 step) : S(S_) {
+        const i64 n = l / S;
+        s = l - n * S;
+        at = (n * C + c) * S + s;
+        const i64 dn = step / S;
+        step_s = step - dn * S;
+        step_at = dn * C * S + step_s;
+        wrap = (C - 1) * S; // (n, s >= S) -> (n + 1, s - S)
+    }
+    __device__ void advance() {
+        s += step_s;
+        at += step_at;
+        if (s >= S) {
+            s -= S;
+            at += wrap;
+        }
+    }
+};
+
+// The channel of flat index e of an (N, C, S) tensor, kept up to date in
+// grid-stride steps of `step` (one division per thread, not per value).
+struct channel_of {
+    i64 s, c, C, S, step_s, step_c;
+    __device__ channel_of(i64 e, i64 C_, i64 S_, i64 step) : C(C_), S(S_) {
+        const i64 plane = e / S;
+        s = e - plane * S;
+        c = plane % C;
+        const i64 dp = step / S;
+        step_s = step - dp * S;
+        step_c = dp % C;
+    }
+    __device__ void advance() {
+        s += step_s;
+        c += step_c;
+        if (s >= S) {
+            s -= S;
+            ++c;
+        }
+        if (c >= C) c -= C; // c + step_c + 1 <= 2C - 1
+    }
+};
+
+// Loads in flight per thread in the batch-norm loops (memory-bound: the
+// loads of a group are issued before their values are used).
+constexpr int bn_unroll = 4;
+
+// The chunk [begin, end) of channel blockIdx.x / parts, for block blockIdx.x.
+__device__ void bn_chunk(i64 N, i64 S, i64 parts, i64& c, i64& begin, i64& end) {
+    c = blockIdx.x / parts;
+    const i64 j = blockIdx.x % parts, M = N * S;
+    begin = M * j / parts; // M * parts < 2^63 for any tensor that fits in memory
+    end = M * (j + 1) / parts;
+}
+
+// Partial sums of x - shift and (x - shift)^2 per chunk. The shift (the
+// channel's first value) keeps E[(x-k)^2] - E[x-k]^2 free of cancellation
+// when the mean is far from zero; the CPU's two passes give the same up to
+// double rounding.
+__global__ void __launch_bounds__(threads) bn_partial_stats_k(const float* x, double* part, i64 N, i64 C, i64 S,
+                                                              i64 parts) {
+    i64 c, begin, end;
+    bn_chunk(N, S, parts, c, begin, end);
+    const double shift = x[c * S];
+    double s1 = 0, s2 = 0;
+    channel_walk w(begin + threadIdx.x, c, C, S, blockDim.x);
+    for (i64 l = begin + threadIdx.x; l < end; l += i64(bn_unroll) * blockDim.x) {
+        float v[bn_unroll];
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            v[u] = l + i64(u) * blockDim.x < end ? x[w.at] : 0.0f;
+            w.advance();
+        }
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u)
+            if (l + i64(u) * blockDim.x < end) {
+                const double d = double(v[u]) - shift;
+                s1 += d;
+                s2 += d * d;
+            }
+    }
+    s1 = block_sum(s1);
+    s2 = block_sum(s2);
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = s1;
+        part[2 * blockIdx.x + 1] = s2;
+    }
+}
+// One thread per channel: the partials in order, then what bn_stats_k writes.
+__global__ void bn_finish_stats_k(const float* x, const double* part, float* stats, float* rm, float* rv, i64 N,
+                                  i64 C, i64 S, i64 parts, double eps) {
+    MEMPLAN_GRID_LOOP(c, C) {
+        double s1 = 0, s2 = 0;
+        for (i64 j = 0; j < parts; ++j) {
+            s1 += part[2 * (c * parts + j)];
+            s2 += part[2 * (c * parts + j) + 1];
+        }
+        const double M = double(N * S);
+        const double d = s1 / M; // mean - shift
+        const double mu = double(x[c * S]) + d;
+        const double var = fmax(s2 / M - d * d, 0.0);
+        stats[c] = static_cast<float>(mu);
+        stats[C + c] = static_cast<float>(1.0 / sqrt(var + eps));
+        if (rm && rv) { // PyTorch: momentum 0.1, unbiased variance
+            rm[c] = static_cast<float>(0.9 * rm[c] + 0.1 * mu);
+            rv[c] = static_cast<float>(0.9 * rv[c] + 0.1 * (M > 1 ? var * M / (M - 1) : var));
+        }
+    }
+}
+// The fallback for many channels: one block per channel, two passes.
 __global__ void bn_stats_k(const float* x, float* stats, float* rm, float* rv, i64 N, i64 C, i64 S, double eps) {
     const i64 c = blockIdx.x;
     double sum = 0;
@@ -161,17 +288,112 @@ __global__ void bn_stats_k(const float* x, float* stats, float* rm, float* rv, i
         }
     }
 }
-__global__ void bn_apply_k(const float* x, float* y, const float* gamma, const float* beta, const float* stats, i64 N,
-                           i64 C, i64 S) {
-    MEMPLAN_GRID_LOOP(i, N * C * S) {
-        const i64 c = (i / S) % C;
-        y[i] = (x[i] - stats[c]) * stats[C + c] * gamma[c] + beta[c];
+// y may be x: each value is read, then written, by one thread.
+__global__ void __launch_bounds__(threads) bn_apply_k(const float* x, float* y, const float* gamma, const float* beta,
+                                                      const float* stats, i64 N, i64 C, i64 S) {
+    const i64 total = N * C * S, step = i64(gridDim.x) * blockDim.x;
+    i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x;
+    if (e >= total) return;
+    channel_of w(e, C, S, step);
+    for (; e < total; e += bn_unroll * step) {
+        float v[bn_unroll];
+        i64 ch[bn_unroll];
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            ch[u] = w.c;
+            v[u] = e + u * step < total ? x[e + u * step] : 0.0f;
+            w.advance();
+        }
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            const i64 c = ch[u];
+            if (e + u * step < total) y[e + u * step] = (v[u] - stats[c]) * stats[C + c] * gamma[c] + beta[c];
+        }
     }
 }
 __device__ float bn_xhat(float v, bool from_output, const float* gamma, const float* beta, const float* stats, i64 C,
                          i64 c) {
     return from_output ? (v - beta[c]) / gamma[c] : (v - stats[c]) * stats[C + c];
 }
+// Partial sums of dy and dy * xhat per chunk.
+__global__ void __launch_bounds__(threads) bn_partial_grad_k(const float* dy, const float* src, bool from_output,
+                                                             const float* gamma, const float* beta, const float* stats,
+                                                             double* part, i64 N, i64 C, i64 S, i64 parts) {
+    i64 c, begin, end;
+    bn_chunk(N, S, parts, c, begin, end);
+    double sdy = 0, sdyx = 0;
+    channel_walk w(begin + threadIdx.x, c, C, S, blockDim.x);
+    for (i64 l = begin + threadIdx.x; l < end; l += i64(bn_unroll) * blockDim.x) {
+        float d[bn_unroll], v[bn_unroll];
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            const bool in = l + i64(u) * blockDim.x < end;
+            d[u] = in ? dy[w.at] : 0.0f;
+            v[u] = in ? src[w.at] : 0.0f;
+            w.advance();
+        }
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u)
+            if (l + i64(u) * blockDim.x < end) {
+                sdy += d[u];
+                sdyx += double(d[u]) * bn_xhat(v[u], from_output, gamma, beta, stats, C, c);
+            }
+    }
+    sdy = block_sum(sdy);
+    sdyx = block_sum(sdyx);
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = sdy;
+        part[2 * blockIdx.x + 1] = sdyx;
+    }
+}
+// One thread per channel: dgamma, dbeta, and dx's coefficients in double,
+// dx = a * dy - b - k * xhat (bn_backward_k's k * (M dy - sdy - xhat sdyx)).
+__global__ void bn_finish_grad_k(const double* part, const float* gamma, const float* stats, double* coef, float* dg,
+                                 float* db, i64 N, i64 C, i64 S, i64 parts) {
+    MEMPLAN_GRID_LOOP(c, C) {
+        double sdy = 0, sdyx = 0;
+        for (i64 j = 0; j < parts; ++j) {
+            sdy += part[2 * (c * parts + j)];
+            sdyx += part[2 * (c * parts + j) + 1];
+        }
+        dg[c] = static_cast<float>(sdyx);
+        db[c] = static_cast<float>(sdy);
+        const double M = double(N * S);
+        const double k = double(gamma[c]) * stats[C + c] / M;
+        coef[3 * c] = k * M;
+        coef[3 * c + 1] = k * sdy;
+        coef[3 * c + 2] = k * sdyx;
+    }
+}
+// dx may be dy: each value is read, then written, by one thread.
+__global__ void __launch_bounds__(threads) bn_grad_input_k(const float* dy, const float* src, bool from_output,
+                                                           const float* gamma, const float* beta, const float* stats,
+                                                           const double* coef, float* dx, i64 N, i64 C, i64 S) {
+    const i64 total = N * C * S, step = i64(gridDim.x) * blockDim.x;
+    i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x;
+    if (e >= total) return;
+    channel_of w(e, C, S, step);
+    for (; e < total; e += bn_unroll * step) {
+        float d[bn_unroll], v[bn_unroll];
+        i64 ch[bn_unroll];
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            const bool in = e + u * step < total;
+            ch[u] = w.c;
+            d[u] = in ? dy[e + u * step] : 0.0f;
+            v[u] = in ? src[e + u * step] : 0.0f;
+            w.advance();
+        }
+#pragma unroll
+        for (int u = 0; u < bn_unroll; ++u) {
+            const i64 c = ch[u];
+            const float xh = bn_xhat(v[u], from_output, gamma, beta, stats, C, c);
+            if (e + u * step < total)
+                dx[e + u * step] = static_cast<float>(coef[3 * c] * d[u] - coef[3 * c + 1] - xh * coef[3 * c + 2]);
+        }
+    }
+}
+// The fallback for many channels: one block per channel.
 __global__ void bn_backward_k(const float* dy, const float* src, bool from_output, const float* gamma,
                               const float* beta, const float* stats, float* dx, float* dg, float* db, i64 N, i64 C,
                               i64 S) {
@@ -466,14 +688,92 @@ void adam(cudaStream_t s, float* w, const float* g, float* m, float* v, i64 n, f
           float c1, float c2) {
     adam_k<<<blocks_for(n), threads, 0, s>>>(w, g, m, v, n, lr, b1, b2, eps, c1, c2);
 }
+namespace {
+
+// Batch-norm's split: about bn_target_blocks blocks in all (a few waves on
+// an H200's 132 SMs, the same split on every GPU so results do not depend on
+// the device), chunks of at least bn_min_chunk values.
+constexpr i64 bn_target_blocks = 4096, bn_min_chunk = 2048;
+
+i64 ceil_div(i64 a, i64 b) { return (a + b - 1) / b; }
+
+/// Chunks per channel; below 1 when the scratch cannot hold the partials (2 per
+/// chunk) and dx's coefficients (3 per channel): one block per channel then.
+i64 bn_parts(i64 N, i64 C, i64 S, const reduction_scratch& scratch) {
+    const i64 wanted = std::min(ceil_div(bn_target_blocks, C), ceil_div(N * S, bn_min_chunk));
+    const i64 room = scratch.data ? (scratch.values - 3 * C) / (2 * C) : 0;
+    return std::min(wanted, room);
+}
+
+/// Blocks of the element-wise batch-norm kernels: about 16 values per thread,
+/// so channel_of's divisions are paid once per 16 values.
+unsigned bn_elementwise_blocks(i64 total) {
+    return static_cast<unsigned>(std::clamp<i64>(ceil_div(total, threads * 16), 1, i64(1) << 20));
+}
+
+} // namespace
+
 void batch_norm_forward(cudaStream_t s, const float* x, float* y, const float* gamma, const float* beta, float* stats,
-                        float* rm, float* rv, i64 N, i64 C, i64 S, double eps) {
-    bn_stats_k<<<grid_of(C), threads, 0, s>>>(x, stats, rm, rv, N, C, S, eps);
-    bn_apply_k<<<blocks_for(N * C * S), threads, 0, s>>>(x, y, gamma, beta, stats, N, C, S);
+                        float* rm, float* rv, i64 N, i64 C, i64 S, double eps, const reduction_scratch& scratch) {
+    if (C <= 0) return;
+    const i64 parts = bn_parts(N, C, S, scratch);
+    if (parts >= 1) {
+        bn_partial_stats_k<<<static_cast<unsigned>(C * parts), threads, 0, s>>>(x, scratch.data, N, C, S, parts);
+        bn_finish_stats_k<<<blocks_for(C), threads, 0, s>>>(x, scratch.data, stats, rm, rv, N, C, S, parts, eps);
+    } else {
+        bn_stats_k<<<grid_of(C), threads, 0, s>>>(x, stats, rm, rv, N, C, S, eps);
+    }
+    bn_apply_k<<<bn_elementwise_blocks(N * C * S), threads, 0, s>>>(x, y, gamma, beta, stats, N, C, S);
 }
 void batch_norm_backward(cudaStream_t s, const float* dy, const float* src, bool from_output, const float* gamma,
-                         const float* beta, const float* stats, float* dx, float* dg, float* db, i64 N, i64 C, i64 S) {
-    bn_backward_k<<<grid_of(C), threads, 0, s>>>(dy, src, from_output, gamma, beta, stats, dx, dg, db, N, C, S);
+                         const float* beta, const float* stats, float* dx, float* dg, float* db, i64 N, i64 C, i64 S,
+                         const reduction_scratch& scratch) {
+    if (C <= 0) return;
+    const i64 parts = bn_parts(N, C, S, scratch);
+    if (parts < 1) {
+        bn_backward_k<<<grid_of(C), threads, 0, s>>>(dy, src, from_output, gamma, beta, stats, dx, dg, db, N, C, S);
+        return;
+    }
+    double* coef = scratch.data + 2 * C * parts;
+    bn_partial_grad_k<<<static_cast<unsigned>(C * parts), threads, 0, s>>>(dy, src, from_output, gamma, beta, stats,
+                                                                           scratch.data, N, C, S, parts);
+    bn_finish_grad_k<<<blocks_for(C), threads, 0, s>>>(scratch.data, gamma, stats, coef, dg, db, N, C, S, parts);
+    if (dx)
+        bn_grad_input_k<<<bn_elementwise_blocks(N * C * S), threads, 0, s>>>(dy, src, from_output, gamma, beta, stats,
+                                                                             coef, dx, N, C, S);
+}
+
+namespace {
+
+// One scratch per (device, stream): a stream runs its launches in order, so
+// one batch-norm's partials never meet another's; two streams never share.
+std::mutex scratch_mutex;
+std::map<std::pair<int, cudaStream_t>, double*> scratch_table;
+
+} // namespace
+
+cudaError_t stream_scratch(cudaStream_t s, reduction_scratch& out) {
+    int device = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+    const std::lock_guard<std::mutex> lock(scratch_mutex);
+    auto& p = scratch_table[{device, s}];
+    if (!p)
+        if (const cudaError_t e = cudaMalloc(&p, reduction_scratch_values * sizeof(double)); e != cudaSuccess) {
+            p = nullptr;
+            scratch_table.erase({device, s});
+            return e;
+        }
+    out = {p, reduction_scratch_values};
+    return cudaSuccess;
+}
+void release_scratch(cudaStream_t s) noexcept {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return;
+    const std::lock_guard<std::mutex> lock(scratch_mutex);
+    const auto at = scratch_table.find({device, s});
+    if (at == scratch_table.end()) return;
+    (void)cudaFree(at->second); // the stream's work using it has finished: the caller synchronised it
+    scratch_table.erase(at);
 }
 void layer_norm_forward(cudaStream_t s, const float* x, float* y, const float* gamma, const float* beta, float* stats,
                         i64 rows, i64 F, double eps) {

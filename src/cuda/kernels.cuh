@@ -31,15 +31,31 @@ void sgd_momentum(cudaStream_t s, float* w, const float* g, float* v, std::int64
 void adam(cudaStream_t s, float* w, const float* g, float* m, float* v, std::int64_t n, float lr, float b1, float b2,
           float eps, float c1, float c2);
 
+/// Device memory for the partial sums of the batch-norm reductions, `values` doubles.
+struct reduction_scratch {
+    double* data = nullptr;
+    std::int64_t values = 0;
+};
+/// What stream_scratch allocates per stream (256 KiB): the partials of channels x chunks
+/// (about 4096 blocks in all) and three doubles per channel, for up to 6553 channels; wider
+/// layers reduce with one block per channel and need none of it.
+constexpr std::int64_t reduction_scratch_values = 32768;
+/// The scratch of stream `s` on the current device: cudaMalloc'd at the first call for that
+/// stream, then the same memory until release_scratch(s). Thread-safe.
+cudaError_t stream_scratch(cudaStream_t s, reduction_scratch& out);
+/// Frees the scratch of `s`, if any. Call it once the stream's work is done (before destroying it).
+void release_scratch(cudaStream_t s) noexcept;
+
 /// Batch-norm over (N, C, S): saves mean and inverse std in stats[0..C), stats[C..2C).
-/// running_* may be null (a recomputed forward). y may alias x.
+/// running_* may be null (a recomputed forward). y may alias x. `scratch` must stay this
+/// stream's alone until the work queued here is done; an empty one is allowed (one block per channel).
 void batch_norm_forward(cudaStream_t s, const float* x, float* y, const float* gamma, const float* beta, float* stats,
                         float* running_mean, float* running_var, std::int64_t N, std::int64_t C, std::int64_t S,
-                        double eps);
-/// from_output: src is y and xhat = (y - beta) / gamma; else src is x. dx may be null.
+                        double eps, const reduction_scratch& scratch);
+/// from_output: src is y and xhat = (y - beta) / gamma; else src is x. dx may be null, or alias dy.
 void batch_norm_backward(cudaStream_t s, const float* dy, const float* src, bool from_output, const float* gamma,
                          const float* beta, const float* stats, float* dx, float* dgamma, float* dbeta, std::int64_t N,
-                         std::int64_t C, std::int64_t S);
+                         std::int64_t C, std::int64_t S, const reduction_scratch& scratch);
 void layer_norm_forward(cudaStream_t s, const float* x, float* y, const float* gamma, const float* beta, float* stats,
                         std::int64_t rows, std::int64_t F, double eps);
 void layer_norm_backward(cudaStream_t s, const float* x, const float* dy, const float* gamma, const float* stats,

@@ -2,13 +2,32 @@
 // in-place forward and the backward from the output) and layer-norm.
 #include "common.hpp"
 
+#include <string>
+
 namespace memplan::engine::cuda::detail {
+
+namespace {
+
+/// The stream's fixed scratch for batch-norm's partial sums (kernels::stream_scratch).
+kernels::reduction_scratch bn_scratch(context& x, const kernel_call& c) {
+    kernels::reduction_scratch s;
+    const cudaError_t e = kernels::stream_scratch(x.stream, s);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fail(c, std::string("cannot allocate batch-norm's reduction scratch: ") + cudaGetErrorString(e));
+    }
+    return s;
+}
+
+} // namespace
 
 /// Batch-norm: cuDNN (spatial mode) for the forward that does not write over
 /// its input and for the backward from the input; own kernels for the
 /// in-place forward (y over x, whose behaviour cuDNN does not document), the
 /// backward from the output (MONeT; cuDNN has none) and a backward without
 /// an input gradient. Both save (mean, inverse std) as the CPU backend does.
+/// The own kernels split each channel over many blocks; their partial sums go
+/// to a fixed 256 KiB scratch per stream (the ops have no planned workspace).
 void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
     using nn::slot;
     const auto& shape = c.node_output->shape;
@@ -31,7 +50,7 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
                                                                       in, data, y, param, G, B, 0.1, rm, rv, l.eps,
                                                                       stats, stats + C));
         else
-            kernels::batch_norm_forward(x.stream, in, y, G, B, stats, rm, rv, N, C, S, l.eps);
+            kernels::batch_norm_forward(x.stream, in, y, G, B, stats, rm, rv, N, C, S, l.eps, bn_scratch(x, c));
     } else {
         const bool from_output = reads_output(c);
         const float* src = from_output ? fp(need(c, slot::output(), "the output")) : fp(need(c, slot::input(0), "the input"));
@@ -46,7 +65,7 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
                                                                l.eps, stats, stats + C));
         else
             kernels::batch_norm_backward(x.stream, dy, src, from_output, G, B, stats, dx ? fp(dx) : nullptr, dg, db, N,
-                                         C, S);
+                                         C, S, bn_scratch(x, c));
     }
     launched(c);
 }

@@ -1,6 +1,7 @@
 // The profiling path without a GPU: a recorded table (recorded_profile_cnn.json,
 // made-up numbers, labelled as such) applied to the cnn example's training
-// graph; the plans made from it are valid and use the recorded workspaces.
+// graph; the plans made from it are valid and use the recorded workspaces;
+// after apply_profile no variant keeps a cost that was not measured.
 #include "models.hpp"
 
 #include <doctest/doctest.h>
@@ -16,9 +17,13 @@
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace memplan;
 
@@ -56,7 +61,7 @@ TEST_CASE("cuda.profile.apply_sets_costs_and_workspaces") {
         CHECK(op.cost == doctest::Approx(o.ms * 1000.0)); // microseconds
         for (const auto& v : o.variants) {
             const auto it = std::find_if(op.variants.begin(), op.variants.end(), [&](const auto& x) { return x.name == v.name; });
-            if (!v.supported) {
+            if (!v.supported || !v.timed) {
                 CHECK(it == op.variants.end());
                 ++removed;
                 continue;
@@ -120,10 +125,126 @@ TEST_CASE("cuda.profile.missing_op_or_variant_is_an_error") {
     auto bad_variant = t;
     for (auto& o : bad_variant.ops)
         if (!o.variants.empty()) {
-            o.variants.front().name = "fft";
+            auto extra = o.variants.front();
+            extra.name = "fft";
+            o.variants.push_back(extra);
             break;
         }
     CHECK_THROWS_WITH_AS(engine::cuda::apply_profile(g, bad_variant), doctest::Contains("no variant 'fft'"), memplan::error);
+}
+
+namespace {
+
+engine::cuda::op_measurement& op_in(engine::cuda::profile_table& t, const std::string& name) {
+    for (auto& o : t.ops)
+        if (o.op == name) return o;
+    throw std::runtime_error("the recorded table has no op " + name);
+}
+
+std::string apply_error(graph g, const engine::cuda::profile_table& t) {
+    try {
+        engine::cuda::apply_profile(g, t);
+    } catch (const memplan::error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("cuda.profile.variant_missing_from_table_is_an_error") {
+    // A variant of the graph the table does not list would keep its model
+    // (roofline) cost inside a graph labelled "measured": an error naming
+    // the op and the variant, for a non-convolution variant and a convolution one.
+    const auto t = engine::cuda::read_profile(table_path);
+    for (const auto& [op, variant] : {std::pair<std::string, std::string>{"relu2.bwd", "from_mask"},
+                                      {"bn1.bwd", "from_output"},
+                                      {"conv2.bwd_data", "winograd"}}) {
+        auto short_table = t;
+        auto& vs = op_in(short_table, op).variants;
+        const auto before = vs.size();
+        std::erase_if(vs, [&](const auto& v) { return v.name == variant; });
+        REQUIRE(vs.size() + 1 == before);
+        const auto what = apply_error(cnn_graph(), short_table);
+        INFO(what);
+        CHECK(what.find("op '" + op + "'") != std::string::npos);
+        CHECK(what.find("variant '" + variant + "'") != std::string::npos);
+    }
+    // An op listed without any of its variants: the same error, for its first.
+    auto bare = t;
+    op_in(bare, "relu1.bwd").variants.clear();
+    const auto what = apply_error(cnn_graph(), bare);
+    CHECK(what.find("variant 'from_output' of op 'relu1.bwd'") != std::string::npos);
+}
+
+TEST_CASE("cuda.profile.every_variant_cost_is_measured") {
+    // The other direction of apply_sets_costs_and_workspaces: every variant
+    // left in the graph carries the table's time and workspace, batch-norm
+    // and ReLU backward variants included.
+    auto g = cnn_graph();
+    const auto t = engine::cuda::read_profile(table_path);
+    engine::cuda::apply_profile(g, t);
+    std::size_t non_conv = 0;
+    for (const auto& op : g.ops())
+        for (const auto& v : op.variants) {
+            const auto& m = *std::find_if(t.ops.begin(), t.ops.end(), [&](const auto& o) { return o.op == op.name; });
+            const auto it = std::find_if(m.variants.begin(), m.variants.end(), [&](const auto& x) { return x.name == v.name; });
+            REQUIRE(it != m.variants.end());
+            CHECK(it->supported);
+            CHECK(it->timed);
+            CHECK(v.cost == doctest::Approx(it->ms * 1000.0));
+            CHECK(v.workspace == it->workspace_bytes);
+            non_conv += it->algorithm.empty();
+        }
+    CHECK(non_conv == 8); // two variants each of relu1/2.bwd and bn1/2.bwd
+}
+
+TEST_CASE("cuda.profile.untimed_variant_keeps_its_workspace_and_is_removed") {
+    // A variant whose workspace the device could not hold while measuring is
+    // supported, with its bytes, not timed: the table says so (and why),
+    // the JSON keeps it, and apply_profile removes it from the graph
+    // (counted apart from unsupported ones) rather than keep a model cost.
+    auto t = engine::cuda::read_profile(table_path);
+    auto& w = op_in(t, "conv2.fwd").variants.at(2);
+    REQUIRE(w.name == "winograd");
+    w.timed = false;
+    w.ms = 0;
+    w.workspace_bytes = 300000000000ull;
+    w.reason = "needs 300000000000 bytes of workspace; 140000000000 bytes of device memory were free while measuring";
+    const auto path = (std::filesystem::temp_directory_path() / "memplan_untimed_profile.json").string();
+    {
+        std::ofstream f(path);
+        f << engine::cuda::to_json(t).dump(1);
+    }
+    auto back = engine::cuda::read_profile(path);
+    std::filesystem::remove(path);
+    const auto& wb = op_in(back, "conv2.fwd").variants.at(2);
+    CHECK(wb.supported);
+    CHECK_FALSE(wb.timed);
+    CHECK(wb.workspace_bytes == 300000000000ull);
+    CHECK(wb.reason == w.reason);
+    CHECK(engine::cuda::to_json(back)["ops"] == engine::cuda::to_json(t)["ops"]);
+
+    auto g = cnn_graph();
+    const auto before = engine::cuda::apply_profile(g, engine::cuda::read_profile(table_path));
+    auto h = cnn_graph();
+    const auto r = engine::cuda::apply_profile(h, back);
+    CHECK(r.untimed_variants == 1);
+    CHECK(r.removed_variants == before.removed_variants + 1);
+    CHECK(r.variants + 1 == before.variants);
+    const auto& op = h.op(*h.find_op("conv2.fwd"));
+    CHECK(std::none_of(op.variants.begin(), op.variants.end(), [](const auto& v) { return v.name == "winograd"; }));
+}
+
+TEST_CASE("cuda.profile.op_without_a_runnable_variant_is_an_error") {
+    // Every variant unsupported or untimed: nothing measured is left to run.
+    auto t = engine::cuda::read_profile(table_path);
+    auto& vs = op_in(t, "conv1.fwd").variants;
+    for (auto& v : vs) v.supported = false;
+    vs.front().supported = true;
+    vs.front().timed = false;
+    const auto what = apply_error(cnn_graph(), t);
+    CHECK(what.find("no variant of op 'conv1.fwd'") != std::string::npos);
 }
 
 TEST_CASE("cuda.profile.json_round_trip_and_bad_files") {
@@ -150,6 +271,17 @@ TEST_CASE("cuda.profile.wrongly_typed_fields_name_the_field") {
     CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "algorithm": 3}]})"),
                          doctest::Contains("algorithm: must be a string"), memplan::error);
     CHECK_THROWS_WITH_AS(read_with(R"({"op": 7})"), doctest::Contains("ops[0].op: must be a string"), memplan::error);
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "timed": "no"}]})"),
+                         doctest::Contains("variants[0].timed: must be a boolean"), memplan::error);
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "reason": 1}]})"),
+                         doctest::Contains("variants[0].reason: must be a string"), memplan::error);
+    // Not timed: workspace bytes required, no time.
+    CHECK_THROWS_WITH_AS(read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "timed": false}]})"),
+                         doctest::Contains("variants[0].workspace_bytes"), memplan::error);
+    const auto untimed =
+        read_with(R"({"op": "conv1.fwd", "ms": 1, "variants": [{"name": "x", "timed": false, "workspace_bytes": 7}]})");
+    CHECK_FALSE(untimed.ops.at(0).variants.at(0).timed);
+    CHECK(untimed.ops.at(0).variants.at(0).workspace_bytes == 7);
     std::filesystem::remove(path);
 }
 

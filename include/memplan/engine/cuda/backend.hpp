@@ -7,6 +7,9 @@
 // buffer, everything else on memplan's own kernels (src/cuda/kernels.cu).
 // The arena is the executor's one allocate(); every CUDA, cuBLAS or cuDNN
 // failure becomes memplan::error("cuda", ...) naming the call and file:line.
+// Kernels run asynchronously, so a fault shows at a later synchronisation;
+// the debug mode `sync_each_op` (or MEMPLAN_CUDA_SYNC=1) waits after each op
+// so that a faulting kernel names its op.
 // This header is pure C++: the definitions are in memplan::cuda's library.
 #pragma once
 
@@ -24,6 +27,7 @@ struct context; // streams, handles, statistics: src/cuda/common.hpp
 struct context_deleter {
     void operator()(context* c) const noexcept;
 };
+struct profiler_access; // the profiler's way to the context's stream: src/cuda/profile.cpp
 } // namespace detail
 
 /// How allocate() gets device memory: cudaMalloc / cudaFree, or the
@@ -42,6 +46,12 @@ struct backend_options {
     allocation alloc = allocation::device_malloc;
     bool allow_tf32 = false; ///< let cuDNN use TF32 tensor cores (results then differ from the CPU's)
     workspace_shortfall shortfall = workspace_shortfall::error;
+    /// Debugging: after every op, wait for the stream and throw memplan::error
+    /// naming the op and the CUDA error when it failed on the device (slow).
+    /// Also on when the environment variable MEMPLAN_CUDA_SYNC is 1 as the
+    /// backend creates its context (its first allocation or op); options()
+    /// shows only what the caller set.
+    bool sync_each_op = false;
 };
 
 /// What the backend did so far.
@@ -77,6 +87,7 @@ public:
     const backend_options& options() const noexcept { return opt_; }
 
 private:
+    friend struct detail::profiler_access;
     detail::context& ctx();
     backend_options opt_{};
     std::unique_ptr<detail::context, detail::context_deleter> ctx_;
