@@ -99,9 +99,27 @@ if(MEMPLAN_HAS_CUDA AND MEMPLAN_BUILD_EXAMPLES AND TARGET memplan::cpu)
   target_link_libraries(memplan_profile_cuda PRIVATE memplan_cuda_example_common memplan_warnings)
   target_compile_definitions(memplan_profile_cuda PRIVATE MEMPLAN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+# bench_cuda_alloc is a plain program (no Google Benchmark), built with CUDA
+# alone: the GPU check builds it with the benchmarks off. Other files under
+# bench/cuda/ are Google Benchmark programs, built with the benchmarks.
+if(MEMPLAN_HAS_CUDA)
+  add_executable(bench_cuda_alloc ${PROJECT_SOURCE_DIR}/bench/cuda/alloc.cpp)
+  target_link_libraries(bench_cuda_alloc PRIVATE memplan::cuda memplan_warnings)
+  if(MEMPLAN_BUILD_TESTS)
+    # A short replay; skipped without a GPU (the program exits 77).
+    add_test(NAME cuda.bench.alloc
+      COMMAND ${CMAKE_COMMAND} "-DCOMMAND=$<TARGET_FILE:bench_cuda_alloc>|--batch|8|--steps|3|--max-seconds|60"
+              "-DMATCH=alloc arena: [0-9.]+ ms/step, 0 allocations/step, peak device [0-9]+ bytes"
+              -DSKIP_RC=77 -P ${PROJECT_SOURCE_DIR}/tests/run_expect.cmake)
+    set_tests_properties(cuda.bench.alloc PROPERTIES SKIP_REGULAR_EXPRESSION "run_expect: skipped")
+  endif()
+endif()
 if(MEMPLAN_HAS_CUDA AND MEMPLAN_BUILD_BENCHMARKS)
-  find_package(benchmark REQUIRED)
   file(GLOB memplan_cuda_benches CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cpp)
+  list(REMOVE_ITEM memplan_cuda_benches ${PROJECT_SOURCE_DIR}/bench/cuda/alloc.cpp)
+  if(memplan_cuda_benches)
+    find_package(benchmark REQUIRED)
+  endif()
   foreach(src IN LISTS memplan_cuda_benches)
     get_filename_component(name ${src} NAME_WE)
     add_executable(bench_cuda_${name} ${src})
