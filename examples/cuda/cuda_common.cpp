@@ -19,6 +19,8 @@
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/io/graph_json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace memplan::examples {
@@ -47,8 +49,9 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
             for (auto& [input, bytes] : m.batch(0)) mo.inputs.push_back({input, bytes});
             graph measured_graph = g;
             const auto r = engine::cuda::apply_profile(measured_graph, engine::cuda::measure(m.net, g, prog, mo));
-            std::printf("measured %zu ops and %zu convolution variants (%zu unsupported removed) in %.1f s\n", r.ops,
-                        r.variants, r.removed_variants,
+            std::printf("measured %zu ops and %zu variants (%zu removed: unsupported, or %zu too large to time) in "
+                        "%.1f s\n",
+                        r.ops, r.variants, r.removed_variants, r.untimed_variants,
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             if (!o.profile_out.empty()) {
                 write_graph_json(o.profile_out, measured_graph);
@@ -62,8 +65,14 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
         auto [chosen, store_all, budget, predicted] = plan_example(m, g, o); // as the CPU examples plan
         using cuda_executor = engine::executor<engine::cuda::backend>;
         if (o.compare && !o.naive) {
+            // Device memory as the driver sees it (cudaMemGetInfo): before, after each executor took its
+            // arena, and the high-water mark after each step (library workspaces come with the first).
+            const auto device_before = engine::cuda::device_bytes_in_use();
             cuda_executor base(m.net, g, prog, store_all_fastest_plan(g), engine::cuda::backend(bo), eo);
+            const auto device_base = engine::cuda::device_bytes_in_use();
             cuda_executor planned(m.net, g, prog, std::move(chosen), engine::cuda::backend(bo), eo);
+            const auto device_planned = engine::cuda::device_bytes_in_use();
+            std::uint64_t device_peak = device_planned;
             float loss = 0;
             const auto c = compare_interleaved(std::vector<cuda_executor*>{&base, &planned}, o.pairs,
                                                [&](cuda_executor& ex, int s) {
@@ -71,8 +80,17 @@ int run_cuda_example(const model& m, optimizer opt_kind, int argc, char** argv, 
                 const auto t0 = std::chrono::steady_clock::now();
                 const float l = ex.step(); // synchronises: the loss is downloaded
                 if (&ex == &planned) loss = l;
-                return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                device_peak = std::max(device_peak, engine::cuda::device_bytes_in_use());
+                return ms;
             });
+            std::printf("memory: store-all arena %llu bytes (device +%llu bytes when it was made), plan arena %llu "
+                        "bytes (device +%llu bytes); device in use %llu bytes before the executors, peak %llu with both "
+                        "(cudaMemGetInfo after each step)\n",
+                        (unsigned long long)base.reserved_bytes(), (unsigned long long)(device_base > device_before ? device_base - device_before : 0),
+                        (unsigned long long)planned.reserved_bytes(),
+                        (unsigned long long)(device_planned > device_base ? device_planned - device_base : 0), (unsigned long long)device_before,
+                        (unsigned long long)device_peak);
             const auto st = planned.backend().stats();
             std::printf("compare: %d rounds after one warm-up round; store-all (fastest variants) %.2f ms, plan %.2f "
                         "ms (medians); measured overhead %+.1f %% (spread of the per-round overheads, p75 - p25: "

@@ -73,15 +73,22 @@ int main(int argc, char** argv) {
         const auto after = make_plan(g, default_schedule(g), best_heuristic{});
         double total = 0;
         for (const auto& op : g.ops()) total += op.cost;
-        std::printf("profile source: %s\n%zu ops costed, %zu variants set, %zu unsupported removed\n",
-                    table.source.c_str(), r.ops, r.variants, r.removed_variants);
+        std::printf("profile source: %s\n%zu ops costed, %zu variants set, %zu removed (%zu of them supported but "
+                    "not timed)\n",
+                    table.source.c_str(), r.ops, r.variants, r.removed_variants, r.untimed_variants);
         std::printf("store-all arena %llu bytes (model costs) / %llu bytes (measured variants); step %.3f ms\n",
                     (unsigned long long)before.plan.arena_bytes, (unsigned long long)after.plan.arena_bytes,
                     total / 1000.0);
         for (const auto& o : table.ops)
-            for (const auto& v : o.variants)
-                std::printf("  %-28s %-14s %-18s %s ws %12llu B  %8.3f ms\n", o.op.c_str(), v.name.c_str(),
-                            v.algorithm.c_str(), v.supported ? "ok " : "n/a", (unsigned long long)v.workspace_bytes, v.ms);
+            for (const auto& v : o.variants) {
+                if (v.supported && !v.timed)
+                    std::printf("  %-28s %-14s %-18s not timed: %s\n", o.op.c_str(), v.name.c_str(),
+                                v.algorithm.c_str(), v.reason.c_str());
+                else
+                    std::printf("  %-28s %-14s %-18s %s ws %12llu B  %8.3f ms\n", o.op.c_str(), v.name.c_str(),
+                                v.algorithm.c_str(), v.supported ? "ok " : "n/a",
+                                (unsigned long long)v.workspace_bytes, v.ms);
+            }
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
