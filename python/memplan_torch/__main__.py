@@ -8,7 +8,7 @@ import sys
 import torch
 
 from . import command
-from .export import ExportError, OPTIMIZERS, export
+from .export import ExportError, OPTIMIZERS, WORKSPACES, export
 
 
 def load_model(spec: str) -> torch.nn.Module:
@@ -40,23 +40,32 @@ def main(argv=None) -> int:
     ex.add_argument("--vocab", type=int, help="vocabulary for --seq (default: the model's .vocab, else 50257)")
     ex.add_argument("--classes", type=int, default=1000, help="classes of image targets (default 1000)")
     ex.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
-    ex.add_argument("--cost", default="roofline:v100", help="roofline:DEVICE, fused:DEVICE, measured:cpu or flops")
-    ex.add_argument("--workspace", default="cpu", choices=("cpu", "none"))
+    ex.add_argument("--cost", default="roofline:v100",
+                    help="roofline:DEVICE, fused:DEVICE, measured (on --device; or measured:cpu, measured:cuda) or flops")
+    ex.add_argument("--workspace", default="measured", choices=WORKSPACES,
+                    help="measured (default: on --device), cpu or cuda (the same, insisting on it), or none")
+    ex.add_argument("--device", default="cpu", help="where the step is traced and measured: cpu (default), cuda, cuda:1")
     ex.add_argument("--name", help="the graph's name (default MODEL-train-bBATCH)")
     ex.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
     try:
         if args.batch <= 0 or args.image <= 0 or (args.seq is not None and args.seq <= 0):
             raise ExportError("--batch, --image and --seq must be positive")
-        model = load_model(args.model)
+        try:
+            device = torch.device(args.device)
+        except RuntimeError as e:
+            raise ExportError(f"--device '{args.device}': {e}") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ExportError(f"--device '{args.device}': no CUDA device is available")
+        model = load_model(args.model).to(device)
         torch.manual_seed(0)
         if args.seq:
             vocab = args.vocab or getattr(model, "vocab", 50257)
             x = torch.randint(0, vocab, (args.batch, args.seq))
-            inputs, targets = (x,), (torch.roll(x, -1, dims=1),)
+            inputs, targets = (x.to(device),), (torch.roll(x, -1, dims=1).to(device),)
         else:
-            inputs = (torch.randn(args.batch, 3, args.image, args.image),)
-            targets = (torch.randint(0, args.classes, (args.batch,)),)
+            inputs = (torch.randn(args.batch, 3, args.image, args.image).to(device),)
+            targets = (torch.randint(0, args.classes, (args.batch,)).to(device),)
         name = args.name or f"{args.model.partition(':')[2]}-train-b{args.batch}"
         progress = (lambda s: print(f"memplan_torch: {s}", file=sys.stderr)) if sys.stderr.isatty() else None
         g = export(model, inputs, None, optimizer=args.optimizer, targets=targets, cost=args.cost, name=name,

@@ -6,8 +6,11 @@ checked against the C++ one by ``tests/test_costs.py``): an op costs
 max(flops / rate, bytes moved / bandwidth) microseconds, with the matrix rate for
 matrix products and the other rate otherwise; under ``fused`` a point-wise op is
 folded into the kernel of its producer and pays only its arithmetic and the
-reads that no producer hands it. ``measured`` (``measured:cpu``) runs the joint
-graph on this machine node by node and records each op's median time.
+reads that no producer hands it. ``measured`` runs the joint graph node by node on
+the device its tensors live on and records each op's median time (``measured:cpu`` and
+``measured:cuda`` also insist on that device); on CUDA each node is timed by a pair of
+events on the current stream, not by host clocks, which would time its launch. The graph
+says where the costs were measured (``measured:cpu``, ``measured:cuda:NVIDIA H200``).
 ``flops`` is the runtime estimate of PyTorch's own activation-budget partitioner
 (``activation_memory_budget_runtime_estimator = "flops"``): an op costs the
 FLOPs PyTorch's flop counter gives it, and at least 1, so point-wise ops,
@@ -19,10 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from typing import Callable
 
 import torch
+
+from . import device as _device
 
 # cost/device.hpp: name -> (matrix flop/s, other flop/s, bytes/s)
 DEVICES = {
@@ -50,20 +54,22 @@ def roofline_us(device: str, kind: str, flops: float, nbytes: float) -> float:
 
 
 def parse(spec: str) -> tuple[str, str]:
-    """'roofline:v100' -> ('roofline', 'v100'); 'measured' / 'measured:cpu' -> ('measured', 'cpu');
-    'flops' -> ('flops', '')."""
+    """'roofline:v100' -> ('roofline', 'v100'); 'measured' -> ('measured', '') (the device of the model's
+    tensors); 'measured:cpu' -> ('measured', 'cpu'); 'measured:cuda' -> ('measured', 'cuda'); 'flops' ->
+    ('flops', '')."""
     kind, _, device = spec.partition(":")
     if kind == "flops":
         if device:
             raise ValueError(f"cost model '{spec}': flops has no device")
         return "flops", ""
     if kind == "measured":
-        if device not in ("", "cpu"):
-            raise ValueError(f"cost model '{spec}': measured costs are taken on this machine's CPU ('measured:cpu')")
-        return "measured", "cpu"
+        if device not in ("", "cpu", "cuda"):
+            raise ValueError(f"cost model '{spec}': measured costs are taken on the device of the model's tensors: "
+                             "'measured', 'measured:cpu' or 'measured:cuda'")
+        return "measured", device
     if kind not in ("roofline", "fused"):
-        raise ValueError(f"unknown cost model '{spec}': expected roofline:DEVICE, fused:DEVICE, measured[:cpu] "
-                         "or flops")
+        raise ValueError(f"unknown cost model '{spec}': expected roofline:DEVICE, fused:DEVICE, "
+                         "measured[:cpu|:cuda] or flops")
     device = device or "v100"
     if device not in DEVICES:
         raise ValueError(f"cost model '{spec}': unknown device '{device}' (known: {', '.join(DEVICES)})")
@@ -88,53 +94,74 @@ def model_us(spec: str, w: OpWork) -> float:
     return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written)
 
 
+def measured_on(spec: str, device) -> str:
+    """The label of measured costs taken on `device` ('measured:cpu', 'measured:cuda:NVIDIA H200'), after
+    checking that `spec` ('measured', 'measured:cpu', 'measured:cuda') allows that device."""
+    kind, want = parse(spec)
+    if kind != "measured":
+        raise ValueError(f"cost model '{spec}' is not measured")
+    device = torch.device(device)
+    if want and want != device.type:
+        raise ValueError(f"cost model '{spec}': the model's tensors are on {device}; measured costs are taken "
+                         f"where they are (use 'measured' or 'measured:{device.type}', or move the model)")
+    return "measured:" + _device.label(device)
+
+
 class _TimingInterpreter(torch.fx.Interpreter):
-    def __init__(self, gm, times: dict):
+    def __init__(self, gm, timer: _device.Timer, order: list):
         super().__init__(gm, garbage_collect_values=True)
-        self.times = times
+        self.timer, self.order = timer, order
 
     def run_node(self, n):
         if n.op != "call_function":
             return super().run_node(n)
-        t0 = time.perf_counter()
+        self.timer.start()
         out = super().run_node(n)
-        self.times.setdefault(n.name, []).append((time.perf_counter() - t0) * 1e6)
+        self.timer.stop()
+        self.order.append(n.name)
         return out
 
 
 def measure_node_times(gm: torch.fx.GraphModule, args: list, repeats: int = 3,
                        progress: Callable[[str], None] | None = None) -> dict[str, float]:
-    """Median microseconds of every call_function node of `gm`, run `repeats` times on `args`
-    (after one warm-up run). Random nodes run with a fixed seed so every run does the same work."""
+    """Median microseconds of every call_function node of `gm`, run `repeats` times on `args` (after one
+    warm-up run), on the device of `args`: host clocks on the CPU, CUDA events on the current stream
+    (``device.Timer``). Every run starts from the same random state (random nodes do the same work each
+    time), and the caller's generators are left as they were."""
+    dev = _device.of(args)
     times: dict[str, list[float]] = {}
-    with torch.no_grad():
+    with torch.no_grad(), _device.preserved_rng([dev]):
+        start = [(d, _device.rng_state(d)) for d in {torch.device("cpu"), dev}]
         for r in range(repeats + 1):
             if progress:
-                progress(f"measuring costs: run {r + 1} of {repeats + 1}")
-            sink: dict = {}
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                _TimingInterpreter(gm, sink).run(*args)
+                progress(f"measuring costs on {dev}: run {r + 1} of {repeats + 1}" + (" (warm-up)" if r == 0 else ""))
+            for d, s in start:
+                _device.set_rng_state(d, s)
+            timer, order = _device.Timer(dev), []
+            _TimingInterpreter(gm, timer, order).run(*args)
+            us = timer.results()
             if r > 0:
-                for k, v in sink.items():
-                    times.setdefault(k, []).extend(v)
+                for k, v in zip(order, us):
+                    times.setdefault(k, []).append(v)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
 def measure_update_us(param: torch.Tensor, optimizer: str, repeats: int = 5) -> float:
-    """Median microseconds of one optimizer update of a tensor shaped like `param` on this machine
-    (SGD: w -= lr * g; Adam: both moments, the bias-corrected step), on scratch copies."""
-    w = torch.zeros_like(param, device="cpu").requires_grad_(False)
-    g = torch.ones_like(w)
-    m, v = torch.zeros_like(w), torch.zeros_like(w)
-    samples = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        if optimizer == "adam":
-            m.mul_(0.9).add_(g, alpha=0.1)
-            v.mul_(0.999).addcmul_(g, g, value=0.001)
-            w.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
-        else:
-            w.add_(g, alpha=-0.1)
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples[1:])
+    """Median microseconds of one optimizer update of a tensor shaped like `param`, on the device `param`
+    lives on (SGD: w -= lr * g; Adam: both moments, the bias-corrected step), on scratch copies, after one
+    warm-up update."""
+    with torch.no_grad():
+        w = torch.zeros_like(param)
+        g = torch.ones_like(w)
+        m, v = torch.zeros_like(w), torch.zeros_like(w)
+        timer = _device.Timer(w.device)
+        for _ in range(repeats + 1):
+            timer.start()
+            if optimizer == "adam":
+                m.mul_(0.9).add_(g, alpha=0.1)
+                v.mul_(0.999).addcmul_(g, g, value=0.001)
+                w.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+            else:
+                w.add_(g, alpha=-0.1)
+            timer.stop()
+        return statistics.median(timer.results()[1:])

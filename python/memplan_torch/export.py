@@ -33,7 +33,8 @@ it:
   is the mask of the forward.
 - **Costs**: ``roofline:DEVICE`` or ``fused:DEVICE`` from each op's FLOPs
   (PyTorch's flop counter on meta tensors) and bytes, as the C++ cost models
-  compute them, ``measured:cpu``, each node timed on this machine, or
+  compute them, ``measured``, each node timed on the device the model is on
+  (labelled ``measured:cpu`` or ``measured:cuda:<GPU name>``), or
   ``flops``, PyTorch's partitioner's own estimate (unit: flop).
 
 No variants are offered: the backward ops of the joint graph already read what
@@ -53,8 +54,10 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import costs as _costs
+from . import device as _device
 
 OPTIMIZERS = ("sgd", "adam")
+WORKSPACES = ("measured", "cpu", "cuda", "none")
 
 
 class ExportError(ValueError):
@@ -254,12 +257,12 @@ def node_work(n: torch.fx.Node, out_tensors: list | None = None) -> _costs.OpWor
 def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100", name: str = "model",
                 measured: dict | None = None, workspaces: dict | None = None) -> tuple[dict, Mapping]:
     """The memplan.graph (a dict ready for JSON) of `joint`, and how its names map onto the joint graph.
-    `measured`: node name -> microseconds, required when `cost` is 'measured:cpu'."""
+    `measured`: node name -> microseconds, required when `cost` is measured ('measured[:cpu|:cuda]')."""
     if optimizer not in OPTIMIZERS:
         raise ExportError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
     cost_kind, _device = _costs.parse(cost)
     if cost_kind == "measured" and measured is None:
-        raise ExportError("cost 'measured:cpu' needs measured node times (memplan_torch.costs.measure_node_times)")
+        raise ExportError(f"cost '{cost}' needs measured node times (memplan_torch.costs.measure_node_times)")
     graph = joint.gm.graph
     nodes = list(graph.nodes)
     by_name = {n.name: n for n in nodes}
@@ -504,21 +507,24 @@ def _default_loss(out, *targets):
 
 def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable | None = None,
            optimizer: str = "sgd", targets: Sequence = (), cost: str = "roofline:v100", name: str | None = None,
-           workspace: str = "cpu", progress: Callable[[str], None] | None = None) -> dict:
+           workspace: str = "measured", progress: Callable[[str], None] | None = None) -> dict:
     """The training step of `model` on `example_inputs` as a memplan.graph (a dict; write it with json.dump).
 
     The step is ``loss_fn(model(*example_inputs), *targets)``, its backward, and `optimizer`'s update
     ("sgd" or "adam"). ``loss_fn`` defaults to cross-entropy against ``targets[0]`` (a sum without targets).
-    ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE", "measured:cpu" or "flops"
+    ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE", "measured" (each node timed on the
+    device of the model's tensors; "measured:cpu" / "measured:cuda" insist on that device) or "flops"
     (PyTorch's partitioner's estimate: matrix FLOPs, other ops 1; unit "flop").
-    ``workspace``: "cpu" (default): each op's temporaries, measured by running the step once on this
-    machine's CPU under the profiler (what the op allocates beyond its outputs); "none": no workspaces."""
+    ``workspace``: "measured" (default): each op's temporaries (what it allocates beyond its outputs),
+    measured on the device of the model's tensors by a run of the step after a warm-up run (``"cpu"`` or
+    ``"cuda"``: the same, insisting on that device); "none": no workspaces. The graph records where costs
+    and workspaces were measured (``cost_model`` "measured:cuda:NVIDIA H200", ``memplan_torch.workspace``)."""
     return export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace,
                                progress)[0]
 
 
 def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), cost="roofline:v100",
-                        name=None, workspace="cpu", progress=None):
+                        name=None, workspace="measured", progress=None):
     """`export`, and also the traced joint graph and the name mapping (what `compile` runs)."""
     loss_fn = loss_fn or _default_loss
     _costs.parse(cost)
@@ -526,21 +532,39 @@ def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", ta
         raise ExportError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
     if progress:
         progress("tracing the training step (aot_autograd)")
-    joint = trace(model, example_inputs, loss_fn, targets)
-    if workspace not in ("cpu", "none"):
-        raise ExportError(f"workspace '{workspace}': expected 'cpu' (measured) or 'none'")
+    if workspace not in WORKSPACES:
+        raise ExportError(f"workspace '{workspace}': expected {', '.join(WORKSPACES)}")
+    try:
+        dev = _device.of(list(model.parameters()) + list(model.buffers()) + list(example_inputs) + list(targets))
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+    # Tracing draws from the CPU's generator: the caller's random streams are left as they were.
+    with _device.preserved_rng([dev]):
+        joint = trace(model, example_inputs, loss_fn, targets)
     measured = workspaces = None
     args = placeholder_values(joint, tuple(example_inputs) + tuple(targets))
+    cost_label = cost
     if _costs.parse(cost)[0] == "measured":
+        try:
+            cost_label = _costs.measured_on(cost, dev)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
         measured = _costs.measure_node_times(joint.gm, args, progress=progress)
-    if workspace == "cpu":
+    ws_label = "none"
+    if workspace != "none":
+        if workspace in ("cpu", "cuda") and dev.type != workspace:
+            raise ExportError(f"workspace '{workspace}': the model's tensors are on {dev}; workspaces are measured "
+                              f"where they are (use 'measured' or '{dev.type}', or move the model)")
         from .measure import node_workspaces
         if progress:
-            progress("measuring workspaces (one profiled run)")
+            progress(f"measuring workspaces on {dev} (a warm-up run, then a measured one)")
         workspaces = node_workspaces(joint.gm, args)
+        ws_label = "measured:" + _device.label(dev)
     name = name or f"{type(model).__name__.lower()}-train"
     g, mapping = build_graph(joint, optimizer, cost, name, measured, workspaces)
-    g["memplan_torch"]["workspace"] = "measured:cpu" if workspace == "cpu" else "none"
+    g["cost_model"] = cost_label
+    g["memplan_torch"]["workspace"] = ws_label
+    g["memplan_torch"]["device"] = _device.label(dev)
     return g, joint, mapping
 
 

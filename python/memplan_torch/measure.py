@@ -1,20 +1,30 @@
-"""Peak memory of a training step on the CPU, measured by PyTorch's profiler.
+"""Peak memory of a training step, on the CPU by PyTorch's profiler, on CUDA by the allocator's statistics.
 
-The profiler's memory events (``profile_memory=True``) record every allocation and
-free of PyTorch's CPU allocator with its size; their running sum over the step,
-plus the bytes already allocated when it starts (weights, buffers, optimizer state,
-inputs: passed in as `resident`), is the memory the step holds; its maximum is the
-step's peak. This counts tensors' bytes as the allocator hands them out (the CPU
-allocator does not cache), so it is directly comparable with a plan's live bytes.
+On the CPU, the profiler's memory events (``profile_memory=True``) record every
+allocation and free of PyTorch's CPU allocator with its size; the running sum of the
+CPU's events over the step (events of other devices are left out), plus the bytes
+already allocated when it starts (weights, buffers, optimizer state, inputs: passed in
+as `resident`), is the memory the step holds; its maximum is the step's peak. This
+counts tensors' bytes as the allocator hands them out (the CPU allocator does not
+cache), so it is directly comparable with a plan's live bytes.
+
+On CUDA, the caching allocator counts the same thing itself: ``max_memory_allocated``
+after ``reset_peak_memory_stats`` is the largest sum of the bytes of live blocks
+(tensors' bytes rounded up to 512); its rise over ``memory_allocated`` at the start,
+plus `resident`, is the step's peak. ``max_memory_reserved`` (what the allocator holds
+from the driver, cached blocks included) is reported beside it.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from typing import Callable, Iterable
 
 import torch
+
+from . import device as _device
 
 
 def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -49,9 +59,54 @@ def _quiet_stderr():
             os.close(fd)
 
 
-def peak_of(step: Callable[[], object], resident: int = 0) -> tuple[int, float, object]:
-    """(peak bytes, seconds, step's result) of one call of `step`: `resident` plus the largest running
-    sum of the allocator's events during the call."""
+def _cpu_events(events) -> list:
+    """The profiler's memory events of the CPU's allocators (PyTorch's own profiler counts these three
+    device types as CPU memory), as (start ns, bytes), in time order (events at the same time in the
+    profiler's order)."""
+    from torch.autograd import DeviceType
+    cpu = (DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP)
+    mem = [(e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]" and e.device_type() in cpu]
+    mem.sort(key=lambda m: m[0])
+    return mem
+
+
+def _running_peak(mem) -> int:
+    cur = peak = 0
+    for _, nbytes in mem:
+        cur += nbytes
+        peak = max(peak, cur)
+    return peak
+
+
+@dataclasses.dataclass
+class StepMemory:
+    """What one measured call of a step held."""
+    peak: int                    # resident + the largest rise of the allocated bytes during the call
+    seconds: float
+    result: object
+    device: str                  # where it ran: "cpu", "cuda:NVIDIA H200" (device.label)
+    max_allocated: int | None = None   # CUDA: torch.cuda.max_memory_allocated over the call (all tensors)
+    max_reserved: int | None = None    # CUDA: torch.cuda.max_memory_reserved over the call
+
+
+def measure_step(step: Callable[[], object], resident: int = 0, device="cpu") -> StepMemory:
+    """One call of `step` on `device`, measured: on the CPU by the profiler's CPU memory events, on CUDA by
+    the caching allocator's statistics (peak statistics reset first; the device is synchronised before
+    and after, so the seconds are the step's work)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        t0 = time.perf_counter()
+        out = step()
+        torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - t0
+        top = torch.cuda.max_memory_allocated(device)
+        return StepMemory(peak=resident + top - before, seconds=seconds, result=out, device=_device.label(device),
+                          max_allocated=top, max_reserved=torch.cuda.max_memory_reserved(device))
+    if device.type != "cpu":
+        raise ValueError(f"measuring a step on '{device}' is not supported (cpu and cuda are)")
     from torch.profiler import ProfilerActivity, profile
 
     with _quiet_stderr():
@@ -59,22 +114,27 @@ def peak_of(step: Callable[[], object], resident: int = 0) -> tuple[int, float, 
             t0 = time.perf_counter()
             out = step()
             seconds = time.perf_counter() - t0
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    cur = peak = 0
-    for e in events:
-        cur += e.nbytes()
-        peak = max(peak, cur)
-    return resident + peak, seconds, out
+    peak = _running_peak(_cpu_events(prof.profiler.kineto_results.events()))
+    return StepMemory(peak=resident + peak, seconds=seconds, result=out, device="cpu")
 
 
-def timed(step: Callable[[], object], repeats: int = 3) -> float:
-    """Median seconds of `step` over `repeats` calls (after one warm-up call), unprofiled."""
+def peak_of(step: Callable[[], object], resident: int = 0, device="cpu") -> tuple[int, float, object]:
+    """(peak bytes, seconds, step's result) of one call of `step` (``measure_step``): `resident` plus the
+    largest rise of what the allocator of `device` hands out during the call."""
+    m = measure_step(step, resident, device)
+    return m.peak, m.seconds, m.result
+
+
+def timed(step: Callable[[], object], repeats: int = 3, device="cpu") -> float:
+    """Median seconds of `step` over `repeats` calls (after one warm-up call), unprofiled; on CUDA the
+    device is synchronised around each call."""
     step()
     samples = []
     for _ in range(repeats):
+        _device.synchronize(device)
         t0 = time.perf_counter()
         step()
+        _device.synchronize(device)
         samples.append(time.perf_counter() - t0)
     samples.sort()
     return samples[len(samples) // 2]
@@ -88,30 +148,67 @@ class _MarkingInterpreter(torch.fx.Interpreter):
             return super().run_node(n)
 
 
-def node_workspaces(gm: torch.fx.GraphModule, args: list) -> dict[str, int]:
-    """Bytes each call_function node of `gm` allocates beyond what it returns (its kernels' temporaries:
-    im2col buffers, reorders, reductions), measured on one run of `gm` on `args` under the profiler:
-    inside the node's range, the largest running sum of the allocator's events less what is still held
-    at the range's end (the node's outputs)."""
-    from torch.profiler import ProfilerActivity, profile
+class _CudaWorkspaceInterpreter(torch.fx.Interpreter):
+    """Each node's rise of the CUDA allocator's peak above what is allocated when it returns."""
 
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    def __init__(self, gm, device, out: dict):
+        super().__init__(gm, garbage_collect_values=True)
+        self.device, self.out = device, out
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        result = super().run_node(n)
+        ws = torch.cuda.max_memory_allocated(self.device) - torch.cuda.memory_allocated(self.device)
+        if ws > 0:
+            self.out[n.name] = max(self.out.get(n.name, 0), int(ws))
+        return result
+
+
+def node_workspaces(gm: torch.fx.GraphModule, args: list, warmup: int = 1) -> dict[str, int]:
+    """Bytes each call_function node of `gm` allocates beyond what it returns (its kernels' temporaries:
+    im2col buffers, reorders, reductions, cuDNN workspaces), measured on the device of `args` by one run
+    of `gm` after `warmup` unmeasured runs (a first run allocates what later runs reuse: oneDNN's and
+    cuBLAS's caches, cuBLAS's workspace). On the CPU, under the profiler: inside the node's range, the
+    largest running sum of the CPU allocator's events less what is still held at the range's end (the
+    node's outputs). On CUDA, from the caching allocator: the peak while the node runs less what is
+    allocated when it returns. Random nodes draw from the caller's generators, which are left as they
+    were."""
+    dev = _device.of(args)
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"measuring workspaces on '{dev}' is not supported (cpu and cuda are)")
+    with torch.no_grad(), _device.preserved_rng([dev]):
+        start = [(d, _device.rng_state(d)) for d in {torch.device("cpu"), dev}]
+
+        def fresh_rng():
+            for d, st in start:
+                _device.set_rng_state(d, st)
+
+        for _ in range(warmup):
+            fresh_rng()
+            torch.fx.Interpreter(gm, garbage_collect_values=True).run(*args)
+        fresh_rng()
+        if dev.type == "cuda":
+            out: dict[str, int] = {}
+            torch.cuda.synchronize(dev)
+            _CudaWorkspaceInterpreter(gm, dev, out).run(*args)
+            torch.cuda.synchronize(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+            return out
+        from torch.profiler import ProfilerActivity, profile
         with _quiet_stderr():
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
                 _MarkingInterpreter(gm, garbage_collect_values=True).run(*args)
     events = prof.profiler.kineto_results.events()
     ranges = []
-    mem = []
     for e in events:
         name = e.name()
-        if name == "[memory]":
-            mem.append((e.start_ns(), e.nbytes()))
-        elif name.startswith("memplan_torch::"):
+        if name.startswith("memplan_torch::"):
             ranges.append((e.start_ns(), e.start_ns() + e.duration_ns(), name[len("memplan_torch::"):]))
-    mem.sort()
+    mem = _cpu_events(events)
     ranges.sort()
-    out: dict[str, int] = {}
+    out = {}
     j = 0
     for lo, hi, node in ranges:
         while j < len(mem) and mem[j][0] < lo:

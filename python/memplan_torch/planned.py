@@ -15,6 +15,14 @@ saves a set of tensors, a backward that recomputes the rest), with memplan's
 choice of the set and of the backward's order; it is run by a small interpreter
 here rather than through ``aot_function``, so that the graph planned is the graph
 run, name for name.
+
+Random nodes (dropout) draw from the user's generator of their device, as in the
+unplanned step: the first run of each draws from the live stream, and a node the
+plan runs again replays the state its first run started from (kept when it was
+drawn: the CPU's or the CUDA device's generator state, as ``torch.utils.checkpoint``
+keeps it), then gives the live stream back as it found it. So a recomputed mask is
+the first one, and after a planned step the user's random streams are where the
+unplanned step leaves them: each random node has drawn once.
 """
 from __future__ import annotations
 
@@ -26,7 +34,8 @@ import torch
 import torch.fx
 
 from . import command
-from .export import Joint, Mapping, export_with_mapping
+from . import device as _device
+from .export import Joint, Mapping, _tensors_of, export_with_mapping
 
 
 @dataclasses.dataclass
@@ -109,7 +118,17 @@ class Interpreter:
         self.other_placeholders = [n for n in phs if n.name not in joint.params]
         self.placeholders = self.param_placeholders + self.other_placeholders
         self.op_nodes = set(mapping.op_node.values())
-        self.seed_of = {mapping.op_node[o]: mapping.seed_tensor[o] for o in mapping.random_ops}
+        # Random nodes: the device whose generator each draws from (its output's), and those the plan runs
+        # more than once (their first run keeps the generator state it started from, to replay it).
+        self.rng_device = {}
+        for o in mapping.random_ops:
+            node = mapping.op_node[o]
+            vals = [t for t in _tensors_of(self.nodes[node].meta.get("val")) if t is not None]
+            self.rng_device[node] = vals[0].device if vals else torch.device("cpu")
+        runs: dict = {}
+        for _, node in schedule.steps:
+            runs[node] = runs.get(node, 0) + 1
+        self.replayed = {n for n in self.rng_device if runs.get(n, 0) > 1}
         self.getitems = {}
         for n in joint.gm.graph.nodes:
             if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[1], int):
@@ -146,7 +165,26 @@ class Interpreter:
         kwargs = self._arg(env, node.kwargs)
         return node.target(*args, **kwargs)
 
-    def run(self, env: dict, lo: int, hi: int, seeds: dict, grad_seed=None) -> None:
+    def _random(self, env, node, rng: dict):
+        """A random node: its first run draws from the live stream of its device's generator (keeping the
+        state it starts from when the plan runs the node again); a later run replays that state and leaves
+        the live stream as it found it."""
+        dev = self.rng_device[node.name]
+        start = rng.get(node.name)
+        if start is None:
+            if node.name in self.replayed:
+                rng[node.name] = _device.rng_state(dev)
+            return self._call(env, node)
+        live = _device.rng_state(dev)
+        _device.set_rng_state(dev, start)
+        try:
+            return self._call(env, node)
+        finally:
+            _device.set_rng_state(dev, live)
+
+    def run(self, env: dict, lo: int, hi: int, rng: dict, grad_seed=None) -> None:
+        """Runs the plan's steps lo..hi-1 on `env`; `rng` holds the random nodes' kept generator states
+        (filled by the first runs, read by the replays)."""
         sched = self.sched
         for i in range(lo, hi):
             op, node_name = sched.steps[i]
@@ -154,10 +192,8 @@ class Interpreter:
                 node = self.nodes[node_name]
                 if node_name == self.joint.seed and grad_seed is not None:
                     out = grad_seed.reshape(node.meta["val"].shape).to(node.meta["val"].dtype).clone()
-                elif node_name in self.seed_of:
-                    with torch.random.fork_rng(devices=[]):
-                        torch.manual_seed(seeds[node_name])
-                        out = self._call(env, node)
+                elif node_name in self.rng_device:
+                    out = self._random(env, node, rng)
                 else:
                     out = self._call(env, node)
                 if isinstance(out, (tuple, list)):
@@ -176,10 +212,10 @@ class _PlannedStep(torch.autograd.Function):
     def forward(ctx, runner, n_params, *flat):
         interp: Interpreter = runner.interp
         env = interp.bind(flat)
-        seeds = {node: int(torch.randint(0, 2 ** 62, ()).item()) for node in interp.seed_of}
-        interp.run(env, 0, interp.sched.split, seeds)
+        rng: dict = {}
+        interp.run(env, 0, interp.sched.split, rng)
         loss = interp.value(env, interp.nodes[runner.joint.loss]).detach().clone()
-        ctx.runner, ctx.env, ctx.seeds, ctx.n_params = runner, env, seeds, n_params
+        ctx.runner, ctx.env, ctx.rng, ctx.n_params = runner, env, rng, n_params
         ctx.n_inputs = len(flat) - n_params
         return loss
 
@@ -188,7 +224,7 @@ class _PlannedStep(torch.autograd.Function):
         runner, env = ctx.runner, ctx.env
         interp: Interpreter = runner.interp
         steps = interp.sched.steps
-        interp.run(env, interp.sched.split, len(steps), ctx.seeds, grad_seed=grad_loss)
+        interp.run(env, interp.sched.split, len(steps), ctx.rng, grad_seed=grad_loss)
         grads = []
         for fqn in runner.param_order:
             node = runner.grad_node.get(fqn)
@@ -196,7 +232,7 @@ class _PlannedStep(torch.autograd.Function):
         for node, fqn in runner.joint.mutations.items():
             with torch.no_grad():
                 runner.joint.buffer_tensors[fqn].copy_(interp.value(env, interp.nodes[node]))
-        ctx.env = None
+        ctx.env = ctx.rng = None
         env.clear()
         return (None, None, *grads, *([None] * ctx.n_inputs))
 
@@ -228,10 +264,20 @@ class PlannedModule(torch.nn.Module):
                             f"then the targets); got {len(args)}")
         for i, (a, ph) in enumerate(zip(args, (self.interp.nodes[n] for n in self.joint.inputs))):
             want = ph.meta["val"]
+            what = f"input {i}" if i < self.n_inputs else f"input {i} (target {i - self.n_inputs})"
             if not isinstance(a, torch.Tensor) or tuple(a.shape) != tuple(want.shape) or a.dtype != want.dtype:
                 got = f"{tuple(a.shape)} {a.dtype}" if isinstance(a, torch.Tensor) else type(a).__name__
-                raise ValueError(f"input {i}: the plan is for {tuple(want.shape)} {want.dtype}, got {got}; "
+                raise ValueError(f"{what}: the plan is for {tuple(want.shape)} {want.dtype}, got {got}; "
                                  "compile again for other shapes")
+            if a.device != want.device:
+                raise ValueError(f"{what}: the plan is for a tensor on device {want.device}, got one on device "
+                                 f"{a.device}; move it to {want.device} (or compile again on {a.device})")
+        for ph in self.interp.param_placeholders:
+            fqn = self.joint.params[ph.name]
+            t, want = self.joint.param_tensors[fqn], ph.meta["val"].device
+            if t.device != want:
+                raise ValueError(f"parameter '{fqn}': the plan is for device {want}, and it is on {t.device}; "
+                                 "compile again after moving the model")
         params = [self.joint.param_tensors[f] for f in self.param_order]
         given = dict(zip(self.joint.inputs, args))
         rest = [self.joint.buffer_tensors[self.joint.buffers[n.name]] if n.name in self.joint.buffers
@@ -342,7 +388,7 @@ def forward_budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, ti
 
 def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
             loss_fn: Callable | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
-            remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "cpu",
+            remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "measured",
             budget_on: str = "peak", progress: Callable[[str], None] | None = None) -> PlannedModule:
     """`model`'s training step planned by memplan under `budget` and run as planned.
 
@@ -354,6 +400,9 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     bytes live at the backward's seed only (``forward_memory_graph``: the bytes saved for the backward,
     with the resident tensors and the loss), as PyTorch's activation budget does; the forward's
     transients and the backward's own memory, with what it recomputes, are then not bounded.
+    The step is planned and run on the device of the model's tensors and the example inputs (one device):
+    ``workspace`` and a measured ``cost`` are measured there (see ``export``), and the module refuses
+    inputs on another device.
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
     from .export import _default_loss
     loss_fn = loss_fn or _default_loss

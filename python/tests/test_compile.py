@@ -33,6 +33,7 @@ def _run(case_fn, budgets, eager_reference=True):
     ref = copy.deepcopy(model)
     base = copy.deepcopy(model)
     if eager_reference:
+        torch.manual_seed(1)  # the seed of the planned steps below: with dropout, the same masks
         lf(ref(*inputs), *targets).backward()
         want = _grads(ref)
     peaks = []
@@ -69,8 +70,44 @@ def test_resnet18_planned_step():
 
 
 def test_gpt2_planned_step_with_dropout_replays_seeds():
-    # With dropout, eager PyTorch draws other masks: the reference is the unplanned step (same seeds).
-    _run(lambda: models.tiny_gpt2(dropout=0.1, batch=4, seq=256), [None, 0.5, 0.33], eager_reference=False)
+    # Dropout draws from the user's stream as eager PyTorch does, and a recomputed dropout replays its first
+    # run's generator state: with the same seed, the masks (and so the gradients) are eager's too.
+    _run(lambda: models.tiny_gpt2(dropout=0.1, batch=4, seq=256), [None, 0.5, 0.33])
+
+
+def test_random_stream_after_a_planned_step_is_the_unplanned_steps():
+    # The user's generator after a planned step is where the unplanned step leaves it: each dropout drew once
+    # from it, and the replays in the backward (from kept states) gave it back as they found it. Compiling
+    # (tracing, measuring workspaces) leaves it alone.
+    model, inputs, targets, loss_fn = models.tiny_gpt2(dropout=0.1)
+    ref = copy.deepcopy(model)
+    torch.manual_seed(1)
+    loss_fn(ref(*inputs), *targets).backward()
+    after_unplanned, next_draws = torch.get_rng_state(), torch.rand(8)
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    cm = mt.compile(model, 0.5, inputs, targets=targets, loss_fn=loss_fn)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert cm.interp.replayed  # dropouts the backward runs again
+    torch.manual_seed(1)
+    cm(*inputs, *targets).backward()
+    assert torch.equal(torch.get_rng_state(), after_unplanned)
+    assert torch.equal(torch.rand(8), next_draws)
+    assert _rel(_grads(model), _grads(ref)) <= 1e-5  # the replayed masks are the forward's
+
+
+def test_inputs_and_parameters_on_another_device_are_refused():
+    model, inputs, targets, _ = models.small_cnn()
+    cm = mt.compile(model, None, inputs, targets=targets, workspace="none")
+    with pytest.raises(ValueError, match=r"^input 0: the plan is for a tensor on device cpu, got one on device meta"):
+        cm(inputs[0].to("meta"), targets[0])
+    with pytest.raises(ValueError, match=r"^input 1 \(target 0\): .* on device cpu, got one on device meta"):
+        cm(inputs[0], targets[0].to("meta"))
+    # A parameter moved after compiling (model.cuda() moves each in place: the plan reads the same object).
+    assert cm.joint.param_tensors["head.weight"] is model.head.weight
+    cm.joint.param_tensors["head.weight"] = torch.nn.Parameter(model.head.weight.detach().to("meta"))
+    with pytest.raises(ValueError, match=r"^parameter 'head.weight': the plan is for device cpu, and it is on meta"):
+        cm(*inputs, *targets)
 
 
 def test_gpt2_planned_step_equals_eager_without_dropout():

@@ -1,8 +1,10 @@
 """The Python cost models are the C++ ones: same device table, same formulas."""
 import os
 import re
+import time
 
 import pytest
+import torch
 
 from memplan_torch import costs
 
@@ -30,3 +32,54 @@ def test_roofline_and_fused():
     for bad in ("roofline:tpu", "magic", "measured:gpu", "flops:v100"):
         with pytest.raises(ValueError):
             costs.parse(bad)
+
+
+def test_measured_costs_are_labelled_by_the_device_they_were_taken_on():
+    assert costs.parse("measured") == ("measured", "")  # the device of the model's tensors
+    assert costs.parse("measured:cpu") == ("measured", "cpu")
+    assert costs.parse("measured:cuda") == ("measured", "cuda")
+    assert costs.measured_on("measured", "cpu") == costs.measured_on("measured:cpu", "cpu") == "measured:cpu"
+    with pytest.raises(ValueError, match=r"tensors are on cpu.*'measured:cpu'"):
+        costs.measured_on("measured:cuda", "cpu")
+
+
+_calls = {"slow": 0}
+
+
+def _slow_first_call(x):
+    _calls["slow"] += 1
+    if _calls["slow"] == 1:
+        time.sleep(0.3)  # a cold first run (caches, lazy initialisation) must not become the node's cost
+    return x * 2
+
+
+torch.fx.wrap("_slow_first_call")
+
+
+class _Cold(torch.nn.Module):
+    def forward(self, x):
+        return _slow_first_call(x) + 1
+
+
+def test_measured_node_times_leave_out_the_warm_up_and_the_callers_random_state():
+    gm = torch.fx.symbolic_trace(_Cold())
+    _calls["slow"] = 0
+    state = torch.get_rng_state()
+    times = costs.measure_node_times(gm, [torch.ones(4)], repeats=3)
+    assert _calls["slow"] == 4  # the warm-up and three timed runs
+    assert set(times) == {"_slow_first_call", "add"}
+    assert 0 < times["_slow_first_call"] < 0.1e6  # microseconds: the 0.3 s first run is not in the median
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_measured_cost_graph_is_labelled_and_leaves_the_random_stream_alone():
+    import memplan_torch as mt
+    import models
+    model, inputs, targets, _ = models.small_cnn()  # it has a dropout
+    state = torch.get_rng_state()
+    g = mt.export(model, inputs, targets=targets, cost="measured", workspace="none")
+    assert torch.equal(torch.get_rng_state(), state)
+    assert g["cost_model"] == "measured:cpu" and g["cost_unit"] == "us"
+    assert all(op["cost"] > 0 for op in g["ops"])  # every op, the updates too, was timed
+    with pytest.raises(mt.ExportError, match=r"measured:cuda.*tensors are on cpu"):
+        mt.export(model, inputs, targets=targets, cost="measured:cuda", workspace="none")
