@@ -164,10 +164,9 @@ programs=(memplan memplan_cuda_tests bench_cuda_alloc train_resnet50_cuda mempla
 if [ -n "$bundle" ]; then
   bin="$bundle/bin"
   echo "bundle      $bundle: $(head -2 "$bundle/MANIFEST" 2>/dev/null | tail -1)" >>"$probe"
-  if [ -x "$root/bench/gpu_bundle.sh" ] || [ -f "$root/bench/gpu_bundle.sh" ]; then
+  if [ -f "$root/bench/gpu_bundle.sh" ]; then
     { echo "--- ldd of the bundle (gpu_bundle.sh --verify$( [ $dry = 0 ] && echo ' --strict'))"
       bash "$root/bench/gpu_bundle.sh" --verify "$bundle" $( [ $dry = 0 ] && echo --strict ); } >>"$probe" 2>&1
-    verified=$?
   fi
 elif [ -d "$build/bin" ]; then
   bin="$build/bin"
@@ -182,8 +181,8 @@ check_programs() { # every program there and launching (the command answers; the
     { echo "cannot list the GPU tests: $(tail -1 "$logs/test_cases.txt")"; return 1; }
 }
 if [ -n "$bin" ]; then
+  # Usable when they launch; ldd's verdict (probe.txt) says why when they do not.
   why="$(check_programs 2>&1)" && usable=1
-  [ -n "$bundle" ] && [ "${verified:-1}" != 0 ] && [ "$dry" = 0 ] && { usable=0; why="ldd: see probe.txt"; }
 else
   why="no bundle and no build"
 fi
@@ -206,8 +205,10 @@ if [ "$usable" = 0 ]; then
     deps="$work/deps"
     mkdir -p "$deps"
     [ -n "$bundle" ] && [ -f "$bundle/deps.tar.gz" ] && tar -xzf "$bundle/deps.tar.gz" -C "$deps"
-    cudnn_lib="$(find_cudnn)"
-    cudnn_inc="$(dirname "$cudnn_lib")/../include"
+    cudnn_lib="$(find_cudnn)" # a folder: the wheel's nvidia/cudnn/lib, its headers in nvidia/cudnn/include
+    cudnn_inc="$(cd "$cudnn_lib/../include" 2>/dev/null && pwd -P)"
+    [ -f "$cudnn_inc/cudnn.h" ] || cudnn_inc="$(dirname "$(timeout 15 find / -xdev -name cudnn.h -path '*include*' 2>/dev/null | head -1)")"
+    echo "fallback build: cuDNN headers in $cudnn_inc, library in $cudnn_lib" >>"$probe"
     gen=(-G Ninja); command -v ninja >/dev/null || gen=()
     timeout -k 5 "$(allow ${budget[build]})" bash -c '
       cmake -S "$1" -B "$2" "${@:6}" -DCMAKE_BUILD_TYPE=Release -DMEMPLAN_ENABLE_CUDA=ON -DMEMPLAN_BUILD_BENCHMARKS=OFF \
