@@ -268,7 +268,7 @@ if step tests; then
     if [ $rc = 0 ]; then row "  test $name" "ok" "$res($(($(date +%s) - t0)) s)"
     else row "  test $name" "FAILED" "rc $rc$( [ $rc = 124 ] && echo ' (timed out)'); $( (grep -m1 -E 'ERROR|error|what\(\)' "$log" || tail -1 "$log") | cut -c1-200)"; status=1; fi
     while IFS= read -r line; do
-      row "    ${line%%:*}" "" "${line#*: }"
+      if [[ "$line" == *": "* ]]; then row "    ${line%%: *}" "" "${line#*: }"; else row "    $line" "" ""; fi
     done < <(grep -E '^(agreement|variant_time) ' "$log")
   done
   [ ${#cases[@]} -gt 0 ] || { row "tests" "FAILED" "no test case listed"; status=1; }
