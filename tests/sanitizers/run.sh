@@ -44,6 +44,11 @@
 #               on an 18,692-buffer trace within 30 s (1.3 s in the plain build);
 #               the windows' code still runs here in
 #               alloc.exact.windows_never_raise_the_height
+#   remat.joint.zoo_resnet18_close_to_the_minimum  timing: a plan's quality within
+#               10 s; under ASan on two loaded cores joint's search reached no
+#               plan at all in that time (21.5 % over the minimum cost in the plain
+#               build); joint's code still runs here in remat.joint.* and
+#               remat.contract<memplan::joint>
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -83,6 +88,7 @@ skip+='|^remat\.bound\.general_space_against_brute_force<|^remat\.checkmate\.gen
 skip+='|^remat\.chain\.dp_with_options_matches_brute_force$|^remat\.block\.|^alloc\.exact\.windows_on_a_production_trace$'
 skip+='|^remat\.bound\.torch_like_graphs_against_brute_force<|^remat\.bound\.lp_holds_every_plan_of_torch_like_graphs$'
 skip+='|^remat\.general\.every_choice_of_small_random_dags_is_valid$'
+skip+='|^remat\.joint\.zoo_resnet18_close_to_the_minimum$'
 # The engine tests are not built here (memplan_engine_tests_NOT_BUILT-<hash>).
 echo "== memplan: ${targets[*]} under ASan + UBSan"
 ctest --test-dir "$build" -j "$jobs" --output-on-failure --timeout 600 \
