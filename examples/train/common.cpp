@@ -82,7 +82,7 @@ train_options parse_options(int argc, char** argv, int default_steps) {
                         "[--poison] [--interval K]\n"
                         "       [--cost roofline:DEVICE | fused:DEVICE | measured | measured:FILE] [--profile FILE] "
                         "[--compare [--pairs N]]\n"
-                        "  --cost MODEL   how the planner prices ops (default roofline:v100; DEVICE: v100, h200, cpu);\n"
+                        "  --cost MODEL   how the planner prices ops (default roofline:v100; DEVICE: v100, h100, h200, cpu);\n"
                         "                 measured: profile every op and variant on this machine's backend first\n"
                         "  --profile FILE write the measured graph (memplan.graph, costs in us) to FILE\n"
                         "  --compare      run the store-all plan (each op's fastest variant) and the plan interleaved,\n"

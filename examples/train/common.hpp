@@ -35,7 +35,7 @@ struct train_options {
     bool naive = false;
     bool poison = false;
     int interval = 50;
-    /// How the planner prices ops: roofline:DEVICE, fused:DEVICE (DEVICE v100,
+    /// How the planner prices ops: roofline:DEVICE, fused:DEVICE (DEVICE v100, h100,
     /// h200 or cpu: this machine), measured (profile on this machine's
     /// backend now) or measured:FILE (a graph with measured costs).
     std::string cost = "roofline:v100";

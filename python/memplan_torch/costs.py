@@ -3,8 +3,9 @@
 ``roofline:DEVICE`` and ``fused:DEVICE`` mirror ``include/memplan/cost/model.hpp``
 and ``cost/device.hpp`` formula for formula (the device table is copied here and
 checked against the C++ one by ``tests/test_costs.py``): an op costs
-max(flops / rate, bytes moved / bandwidth) microseconds, with the matrix rate for
-matrix products and the other rate otherwise; under ``fused`` a point-wise op is
+max(flops / rate, bytes moved / bandwidth) microseconds, with the matrix rate of the
+op's precision for matrix products (fp32, fp16/bf16 or fp8: its narrowest floating
+operand) and the other rate otherwise; under ``fused`` a point-wise op is
 folded into the kernel of its producer and pays only its arithmetic and the
 reads that no producer hands it. ``measured`` runs the joint graph node by node on
 the device its tensors live on and records each op's median time (``measured:cpu`` and
@@ -28,13 +29,19 @@ import torch
 
 from . import device as _device
 
-# cost/device.hpp: name -> (matrix flop/s, other flop/s, bytes/s)
+# cost/device.hpp: name -> (fp32 matrix flop/s, other flop/s, bytes/s, fp16/bf16 matrix flop/s, fp8 matrix
+# flop/s); a matrix rate of 0: the device has no faster units for it (fp8 runs at the half rate, half at the
+# fp32 rate). Dense rates of the SXM boards' data sheets; fp32 matrix products at TF32 on H100/H200.
 DEVICES = {
-    "v100": (15.7e12, 15.7e12, 0.9e12),
-    "h200": (400e12, 60e12, 4.3e12),
+    "v100": (15.7e12, 15.7e12, 0.9e12, 125e12, 0),
+    "h100": (494e12, 67e12, 3.35e12, 989e12, 1979e12),
+    "h200": (494e12, 67e12, 4.8e12, 989e12, 1979e12),
 }
 
 MATMUL, OTHER, POINTWISE = "matmul", "other", "pointwise"
+# cost::precision: the precision of an op's matrix products (fp16 and bf16 alike).
+FP32, HALF, FP8 = "fp32", "half", "fp8"
+PRECISIONS = (FP32, HALF, FP8)
 
 
 @dataclasses.dataclass
@@ -45,11 +52,37 @@ class OpWork:
     bytes_read: float = 0.0
     bytes_written: float = 0.0
     producer_bytes: float = 0.0
+    precision: str = FP32
 
 
-def roofline_us(device: str, kind: str, flops: float, nbytes: float) -> float:
-    mm, other, bw = DEVICES[device]
-    rate = mm if kind == MATMUL else other
+def precision_of(dtypes) -> str:
+    """The precision an op's matrix products run in: its narrowest floating operand's (fp8 types: "fp8",
+    fp16/bf16: "half", else "fp32"); integer and boolean operands do not count."""
+    out = None
+    for d in dtypes:
+        if not d.is_floating_point:
+            continue
+        if "float8" in str(d):
+            return FP8
+        if d.itemsize == 2:
+            out = HALF
+        elif out is None:
+            out = FP32
+    return out or FP32
+
+
+def matmul_rate(device: str, precision: str = FP32) -> float:
+    """The matrix rate (flop/s) of `device` for products in `precision` (cost::device_profile::matmul_rate)."""
+    mm, _, _, half, fp8 = DEVICES[device]
+    half = half if half > 0 else mm
+    if precision == FP8:
+        return fp8 if fp8 > 0 else half
+    return half if precision == HALF else mm
+
+
+def roofline_us(device: str, kind: str, flops: float, nbytes: float, precision: str = FP32) -> float:
+    _, other, bw, _, _ = DEVICES[device]
+    rate = matmul_rate(device, precision) if kind == MATMUL else other
     return max(flops / rate, nbytes / bw) * 1e6
 
 
@@ -88,10 +121,10 @@ def model_us(spec: str, w: OpWork) -> float:
     if kind == "flops":
         return max(w.flops if w.kind == MATMUL else 0.0, 1.0)
     if kind == "fused" and w.kind == POINTWISE:
-        return roofline_us(device, w.kind, w.flops, max(0.0, w.bytes_read - w.producer_bytes))
+        return roofline_us(device, w.kind, w.flops, max(0.0, w.bytes_read - w.producer_bytes), w.precision)
     if kind == "measured":
         raise ValueError("measured costs come from running the graph (measure_node_times), not from a formula")
-    return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written)
+    return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written, w.precision)
 
 
 def measured_on(spec: str, device) -> str:
@@ -148,7 +181,7 @@ def measure_node_times(gm: torch.fx.GraphModule, args: list, repeats: int = 3,
 
 def measure_update_us(param: torch.Tensor, optimizer: str, repeats: int = 5) -> float:
     """Median microseconds of one optimizer update of a tensor shaped like `param`, on the device `param`
-    lives on (SGD: w -= lr * g; Adam: both moments, the bias-corrected step), on scratch copies, after one
+    lives on (SGD: w -= lr * g; Adam and AdamW: both moments, the bias-corrected step), on scratch copies, after one
     warm-up update."""
     with torch.no_grad():
         w = torch.zeros_like(param)
@@ -157,7 +190,7 @@ def measure_update_us(param: torch.Tensor, optimizer: str, repeats: int = 5) -> 
         timer = _device.Timer(w.device)
         for _ in range(repeats + 1):
             timer.start()
-            if optimizer == "adam":
+            if optimizer in ("adam", "adamw"):
                 m.mul_(0.9).add_(g, alpha=0.1)
                 v.mul_(0.999).addcmul_(g, g, value=0.001)
                 w.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)

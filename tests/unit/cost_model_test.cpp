@@ -78,6 +78,46 @@ TEST_CASE("cost.roofline_and_fused_price_pointwise_ops_differently") {
     CHECK(f.name() == "fused:v100");
 }
 
+namespace {
+
+// Cases both languages must price alike: python/tests/test_costs.py reads
+// this table (one case a line, in this form) and checks costs.py against it.
+// model, kind, precision, flops, bytes read, bytes written, producer bytes, microseconds
+struct shared_case {
+    std::string_view model;
+    cost::compute_kind kind;
+    cost::precision precision;
+    double flops, bytes_read, bytes_written, producer_bytes, us;
+};
+constexpr shared_case shared_cases[] = {
+    // shared-cost-cases-begin
+    {"roofline:h100", cost::compute_kind::matmul, cost::precision::half, 1.978e12, 1e9, 1e9, 0, 2000},
+    {"roofline:h100", cost::compute_kind::matmul, cost::precision::fp8, 1.979e12, 1e9, 1e9, 0, 1000},
+    {"roofline:h100", cost::compute_kind::matmul, cost::precision::fp32, 4.94e11, 1e9, 1e9, 0, 1000},
+    {"roofline:h100", cost::compute_kind::other, cost::precision::half, 1e9, 3e9, 0.35e9, 0, 1000},
+    {"fused:h100", cost::compute_kind::pointwise, cost::precision::half, 6.7e10, 8e9, 4e9, 8e9, 1000},
+    {"fused:h100", cost::compute_kind::matmul, cost::precision::half, 0.989e12, 1e6, 1e6, 1e6, 1000},
+    {"roofline:h200", cost::compute_kind::matmul, cost::precision::half, 1e12, 4.8e9, 4.8e9, 0, 2000},
+    {"roofline:h200", cost::compute_kind::matmul, cost::precision::fp32, 4.94e11, 0, 0, 0, 1000},
+    {"roofline:v100", cost::compute_kind::matmul, cost::precision::half, 1.25e11, 1e6, 1e6, 0, 1000},
+    {"roofline:v100", cost::compute_kind::matmul, cost::precision::fp8, 1.25e11, 1e6, 1e6, 0, 1000},
+    {"roofline:v100", cost::compute_kind::matmul, cost::precision::fp32, 1.57e10, 1e6, 1e6, 0, 1000},
+    {"fused:v100", cost::compute_kind::pointwise, cost::precision::fp32, 1e6, 0.9e9, 4e6, 0, 1000},
+    // shared-cost-cases-end
+};
+
+} // namespace
+
+TEST_CASE("cost.shared_cases_with_the_python_models") {
+    for (const auto& c : shared_cases) {
+        CAPTURE(c.model);
+        CAPTURE(cost::to_string(c.precision));
+        cost::op_work w{"op", "", c.kind, c.flops, c.bytes_read, c.bytes_written, c.producer_bytes, 1.0, c.precision};
+        CHECK(cost::make_cost_model(c.model).op_us(w) == doctest::Approx(c.us).epsilon(1e-9));
+    }
+    CHECK(cost::make_cost_model("roofline:h100").name() == "roofline:h100");
+}
+
 TEST_CASE("cost.derived_graphs_declare_unit_and_model") {
     const auto net = conv_chain();
     training_options to;

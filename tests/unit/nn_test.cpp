@@ -182,11 +182,18 @@ TEST_CASE("nn.roofline_cost") {
     CHECK(roofline_us(v100, compute_kind::matmul, 15.7e12, 1e6) == doctest::Approx(1e6));
     // Memory-bound: 0.9 GB at 0.9 TB/s takes 1 ms whatever the FLOPs.
     CHECK(roofline_us(v100, compute_kind::other, 1e6, 0.9e9) == doctest::Approx(1000.0));
-    // H200: matrix products at 400 TFLOP/s, the rest at 60 TFLOP/s, 4.3 TB/s.
-    CHECK(roofline_us(h200, compute_kind::matmul, 400e12, 0) == doctest::Approx(1e6));
-    CHECK(roofline_us(h200, compute_kind::other, 60e12, 0) == doctest::Approx(1e6));
-    CHECK(roofline_us(h200, compute_kind::other, 0, 4.3e12) == doctest::Approx(1e6));
-    CHECK(find_device("h200")->matmul_flops_per_s == 400e12);
+    // H200: fp32 matrix products at 494 TFLOP/s (TF32), the rest at 67 TFLOP/s, 4.8 TB/s.
+    CHECK(roofline_us(h200, compute_kind::matmul, 494e12, 0) == doctest::Approx(1e6));
+    CHECK(roofline_us(h200, compute_kind::other, 67e12, 0) == doctest::Approx(1e6));
+    CHECK(roofline_us(h200, compute_kind::other, 0, 4.8e12) == doctest::Approx(1e6));
+    CHECK(find_device("h200")->matmul_flops_per_s == 494e12);
+    // Matrix products run at the rate of their precision; element-wise work does not.
+    CHECK(roofline_us(h100, compute_kind::matmul, 989e12, 0, precision::half) == doctest::Approx(1e6));
+    CHECK(roofline_us(h100, compute_kind::matmul, 1979e12, 0, precision::fp8) == doctest::Approx(1e6));
+    CHECK(roofline_us(h100, compute_kind::other, 67e12, 0, precision::half) == doctest::Approx(1e6));
+    CHECK(roofline_us(v100, compute_kind::matmul, 125e12, 0, precision::half) == doctest::Approx(1e6));
+    CHECK(v100.matmul_rate(precision::fp8) == 125e12); // no fp8 units: the half rate
+    CHECK(find_device("h100")->bytes_per_s == 3.35e12);
     CHECK(!find_device("tpu"));
 }
 

@@ -174,7 +174,14 @@ TEST_CASE("training.costs_are_rooflines") {
     const auto& fc = g.op(static_cast<graph::id_type>(op_index(g, "fc.fwd")));
     const double flops = 2.0 * 2 * 4 * 5 + 2 * 5;
     const double bytes = 4.0 * (2 * 4 + 5 * 4 + 5 + 2 * 5);
-    CHECK(fc.cost == doctest::Approx(std::max(flops / 400e12, bytes / 4.3e12) * 1e6));
+    CHECK(fc.cost == doctest::Approx(std::max(flops / nn::h200.matmul_flops_per_s, bytes / nn::h200.bytes_per_s) * 1e6));
+    // In bf16 the matrix product runs at the half rate and moves half the bytes.
+    training_options half = o;
+    half.dt = nn::dtype::bf16;
+    const graph g16 = training_graph(net, half);
+    const auto& fc16 = g16.op(static_cast<graph::id_type>(op_index(g16, "fc.fwd")));
+    CHECK(fc16.cost ==
+          doctest::Approx(std::max(flops / nn::h200.half_matmul_flops_per_s, bytes / 2 / nn::h200.bytes_per_s) * 1e6));
     // Convolution variants scale the roofline time; the first (default) needs no workspace.
     const auto& b = g.op(static_cast<graph::id_type>(op_index(g, "b.fwd")));
     REQUIRE(b.variants.size() == 3);

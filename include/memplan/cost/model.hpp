@@ -60,6 +60,9 @@ struct op_work {
     /// takes from its producer's registers when it is fused into it.
     double producer_bytes = 0;
     double time_factor = 1.0; ///< the variant's time relative to the op's own roofline (Winograd 0.55, ...)
+    /// The precision its matrix products run in (the narrowest floating
+    /// operand; the training dtype for derived graphs): picks the matrix rate.
+    precision matmul_precision = precision::fp32;
 };
 
 /// A cost model: the time of an op in microseconds, and its name as graphs record it.
@@ -69,12 +72,14 @@ concept CostModel = requires(const M& m, const op_work& w) {
     { m.name() } -> std::convertible_to<std::string>;
 };
 
-/// Op by op, unfused: max(flops / rate, bytes moved / bandwidth) on `device`.
+/// Op by op, unfused: max(flops / rate, bytes moved / bandwidth) on `device`,
+/// matrix products at the rate of their precision.
 struct roofline {
     device_profile device = v100;
 
     double op_us(const op_work& w) const {
-        return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written) * w.time_factor;
+        return roofline_us(device, w.kind, w.flops, w.bytes_read + w.bytes_written, w.matmul_precision) *
+               w.time_factor;
     }
     std::string name() const { return "roofline:" + std::string(device.name); }
 };

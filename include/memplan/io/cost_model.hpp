@@ -1,6 +1,6 @@
 // Cost models by name, as the command line and the examples spell them
 // (in io/ because "measured:FILE" reads a graph file):
-// "roofline:DEVICE", "fused:DEVICE" (DEVICE: v100, h200, or one the caller
+// "roofline:DEVICE", "fused:DEVICE" (DEVICE: v100, h100, h200, or one the caller
 // supplies, such as the measured "cpu" of engine/cpu/device.hpp) and
 // "measured:FILE" (a memplan.graph whose costs were measured, cost_unit "us").
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace memplan::cost {
 
-/// A device the caller knows beyond v100 and h200 (nullopt: unknown).
+/// A device the caller knows beyond v100, h100 and h200 (nullopt: unknown).
 using device_lookup = std::function<std::optional<device_profile>(std::string_view)>;
 
 /// The accepted spellings, for messages.
@@ -35,7 +35,7 @@ inline cost_model make_cost_model(std::string_view spec, const device_lookup& ex
         if (extra)
             if (auto d = extra(arg)) return *d;
         throw error("cost", "cost model '" + std::string(spec) + "': unknown device '" + std::string(arg) +
-                                "'; expected v100, h200" + (extra ? " or cpu" : ""));
+                                "'; expected v100, h100, h200" + (extra ? " or cpu" : ""));
     };
     if (kind == "roofline") return roofline{device()};
     if (kind == "fused") return fused{device()};

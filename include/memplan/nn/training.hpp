@@ -270,6 +270,8 @@ private:
                 const std::vector<graph::id_type>& in, const std::vector<graph::id_type>& out,
                 double time_factor = 1.0) const {
         cost::op_work w{name, variant, kind, flops, 0, 0, 0, time_factor};
+        // Matrix products run at the training dtype's rate (tensor cores for fp16/bf16).
+        w.matmul_precision = opt_.dt == nn::dtype::fp32 ? cost::precision::fp32 : cost::precision::half;
         for (auto t : in) {
             const double b = double(g_.tensor(t).bytes);
             w.bytes_read += b;

@@ -98,7 +98,7 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
     }
     if (const auto v = a->value("--device")) {
         const auto dev = memplan::nn::find_device(*v);
-        if (!dev) throw memplan::error("cli", "--device expects v100 or h200, got '" + *v + "'");
+        if (!dev) throw memplan::error("cli", "--device expects v100, h100 or h200, got '" + *v + "'");
         o.device = *dev;
     }
     if (const auto v = a->value("--cost")) {
@@ -138,7 +138,7 @@ const command zoo_command{
     "  --dtype NAME         fp32 (default), fp16, bf16\n"
     "  --cost MODEL         how ops are priced, in microseconds: roofline:DEVICE (default roofline:v100),\n"
     "                       fused:DEVICE (point-wise ops folded into their producer), measured:FILE (a graph\n"
-    "                       with measured costs, from train_X --profile); DEVICE: v100, h200, cpu (this\n"
+    "                       with measured costs, from train_X --profile); DEVICE: v100, h100, h200, cpu (this\n"
     "                       machine, measured now)\n"
     "  --device NAME        the same as --cost roofline:NAME\n"
     "  -o, --output FILE    write the graph (memplan.graph JSON)\n"
