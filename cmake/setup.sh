@@ -49,10 +49,10 @@ fi
 venv_pid=
 if [ "$mode" = test ]; then
   mkdir -p build
-  if ! build/venv/bin/python -c "import torch, torchvision, pytest, numpy" 2>/dev/null; then
-    echo "memplan: installing PyTorch, torchvision, pytest, numpy into build/venv (pip)"
+  if ! build/venv/bin/python -c "import torch, torchvision, transformers, pytest, numpy" 2>/dev/null; then
+    echo "memplan: installing PyTorch, torchvision, transformers, pytest, numpy into build/venv (pip)"
     ( python3 -m venv build/venv &&
-      build/venv/bin/pip install -q --disable-pip-version-check --no-compile torch torchvision pytest numpy ) \
+      build/venv/bin/pip install -q --disable-pip-version-check --no-compile torch torchvision transformers pytest numpy ) \
       > build/venv-install.log 2>&1 &
     venv_pid=$!
   fi

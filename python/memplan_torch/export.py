@@ -20,8 +20,10 @@ it:
   one ``update`` op per parameter (SGD reads the weight and its gradient; Adam
   also its two moments, persistent, and a weight-sized temporary).
 - **Persistent**: parameters (tied ones once: aot_autograd lifts a shared
-  parameter once), buffers, optimizer state, and the step's inputs (the caller
-  holds them for the whole step).
+  parameter once), buffers, constants the trace lifts (``get_attr`` nodes),
+  optimizer state, and the step's inputs (the caller holds them for the whole
+  step). Parameters no gradient reaches (unused by the loss, or frozen) have
+  no gradient and no update.
 - **Mutated inputs.** The functional graph returns batch-norm's new running
   statistics as outputs, copied into the buffers after the step: they are
   graph ``outputs``, and a recomputed batch norm produces them again without
@@ -44,6 +46,7 @@ kernel ATen does not have.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import operator
@@ -56,7 +59,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from . import costs as _costs
 from . import device as _device
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adamw")
 WORKSPACES = ("measured", "cpu", "cuda", "none")
 
 
@@ -101,18 +104,74 @@ class Joint:
     grads: dict             # output node name -> parameter FQN
     param_tensors: dict     # FQN -> the module's parameter
     buffer_tensors: dict    # FQN -> the module's buffer
+    # get_attr node name -> the GraphModule attribute it reads: tensors the trace lifted as constants
+    # (a `torch.tensor(...)` made in the forward, a plain tensor attribute), persistent and read-only
+    constants: dict = dataclasses.field(default_factory=dict)
+    # parameter FQN -> why it has no gradient: "unused" (no path from it to the loss, like BERT's pooler
+    # under a masked-LM head) or "frozen" (requires_grad=False, the user's choice: LoRA's base weights)
+    no_grad: dict = dataclasses.field(default_factory=dict)
+    # the autocast the step was traced under: ((device type, dtype), ...); its casts are nodes of `gm`
+    autocast: tuple = ()
+
+
+MODEL_LOSS = "model"    # loss_fn: the model computes its own loss (``model(*inputs, labels=target).loss``)
+
+
+def _loss_of(model, out) -> torch.Tensor:
+    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if loss is None:
+        raise ExportError(f"loss_fn='{MODEL_LOSS}': {type(model).__name__} returned {type(out).__name__} without a "
+                          "loss; a Hugging Face model computes one when given labels: pass them as targets=(labels,)")
+    return loss
+
+
+def step_loss(model: torch.nn.Module, loss_fn, inputs: Sequence, targets: Sequence = ()):
+    """The training step's loss as eager PyTorch computes it: ``loss_fn(model(*inputs), *targets)``, or with
+    ``loss_fn="model"`` the model's own, ``model(*inputs, labels=targets[0]).loss`` (Hugging Face's
+    convention; ``model(*inputs).loss`` without targets). ``loss_fn=None`` is ``_default_loss``."""
+    if isinstance(loss_fn, str):
+        if loss_fn != MODEL_LOSS:
+            raise ExportError(f"loss_fn '{loss_fn}': expected a callable, None or '{MODEL_LOSS}' (the model's own loss)")
+        if len(targets) > 1:
+            raise ExportError(f"loss_fn='{MODEL_LOSS}' passes one target to the model, as labels=; got {len(targets)} "
+                              "(wrap the model in a module that takes them)")
+        out = model(*inputs, labels=targets[0]) if targets else model(*inputs)
+        return _loss_of(model, out)
+    return (loss_fn or _default_loss)(model(*inputs), *targets)
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple:
+    """The autocast in effect: ((device type, dtype), ...) for each device type it is enabled on."""
+    return tuple((d, torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES if torch.is_autocast_enabled(d))
+
+
+@contextlib.contextmanager
+def autocast_as(state: tuple = ()):
+    """Autocast exactly as `state` says (`()`: off on every device), whatever is in effect around it."""
+    want = dict(state)
+    with contextlib.ExitStack() as stack:
+        for d in _AUTOCAST_DEVICES:
+            if d in want:
+                stack.enter_context(torch.autocast(d, dtype=want[d]))
+            elif torch.is_autocast_enabled(d):
+                stack.enter_context(torch.autocast(d, enabled=False))
+        yield
 
 
 class _Step(torch.nn.Module):
-    def __init__(self, model, loss_fn, n_inputs):
+    def __init__(self, model, loss_fn, n_inputs, autocast=()):
         super().__init__()
         self.model = model
         self.loss_fn = loss_fn
         self.n_inputs = n_inputs
+        self.autocast = autocast
 
     def forward(self, *args):
-        out = self.model(*args[: self.n_inputs])
-        loss = self.loss_fn(out, *args[self.n_inputs:])
+        with autocast_as(self.autocast):
+            loss = step_loss(self.model, self.loss_fn, args[: self.n_inputs], args[self.n_inputs:])
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ExportError("loss_fn must return a tensor with one element (the loss)")
         return (loss.reshape(()),)
@@ -122,25 +181,182 @@ def _strip(fqn: str) -> str:
     return fqn[len("model."):] if fqn.startswith("model.") else fqn
 
 
-def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable, targets: Sequence = ()) -> Joint:
-    """Trace one training step (forward, loss, backward) of `model` into aot_autograd's joint graph."""
+def _params_reaching_loss(step: _Step, args: tuple) -> set:
+    """Names (in `step`, tied parameters under each of their names) of the parameters the loss's gradient
+    reaches: one forward of the step on fake tensors (no data, no kernels), each name its own leaf as in
+    aot_autograd's trace, then a walk of the autograd graph from the loss to its leaves."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.func import functional_call
+
+    named = dict(step.named_parameters(remove_duplicate=False))
+    if not any(p.requires_grad for p in named.values()):
+        return set()
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # constants the forward makes stay real tensors
+    fake = {n: mode.from_tensor(t.detach()).requires_grad_(t.requires_grad) for n, t in named.items()}
+    fake.update({n: mode.from_tensor(t) for n, t in step.named_buffers(remove_duplicate=False)})
+    with mode:
+        (loss,) = functional_call(step, fake, tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                                                     for a in args), tie_weights=False)
+    reached, seen, stack = set(), set(), [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)  # AccumulateGrad: a leaf
+        if var is not None:
+            reached.add(id(var))
+        stack.extend(f for f, _ in fn.next_functions)
+    return {n for n, t in fake.items() if n in named and id(t) in reached}
+
+
+@contextlib.contextmanager
+def _tracing():
+    """While the step is traced, ``torch.compiler.is_compiling()`` is true, as under torch.compile, so that
+    libraries take their trace-friendly paths instead of reading tensor values in Python (Hugging Face's
+    attention masks: a given padding mask is made into the attention mask, where eagerly it is first tested
+    for whether it masks anything). The flag is private to PyTorch; torch.export sets it the same way."""
+    old = getattr(torch.compiler, "_is_compiling_flag", None)
+    if old is None:
+        yield
+        return
+    torch.compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = old
+
+
+@contextlib.contextmanager
+def _without_gradients(step: _Step, reached: set):
+    """The step as aot_autograd must see it: every parameter name that requires a gradient receives one.
+    A parameter no gradient reaches is traced with requires_grad=False; a name of a tied parameter that the
+    step does not read (BERT's ``cls.predictions.bias``, the decoder's bias under another name) is traced
+    as a buffer on the same storage. Both are given back as they were afterwards."""
+    named = dict(step.named_parameters(remove_duplicate=False))
+    trained = {id(p) for n, p in named.items() if n in reached}
+    unused, moved = [], []
+    try:
+        for n, p in named.items():
+            if n in reached or not p.requires_grad:
+                continue
+            if id(p) not in trained:
+                if p.requires_grad:
+                    p.requires_grad_(False)
+                    unused.append(p)
+                continue
+            owner, _, leaf = n.rpartition(".")
+            mod = step.get_submodule(owner)
+            moved.append((mod, dict(mod._parameters)))
+            del mod._parameters[leaf]
+            mod.register_buffer(leaf, p.detach(), persistent=False)
+        yield
+    finally:
+        for p in unused:
+            p.requires_grad_(True)
+        for mod, params in reversed(moved):
+            for leaf in params:
+                if leaf not in mod._parameters:
+                    mod._buffers.pop(leaf, None)
+                    mod._non_persistent_buffers_set.discard(leaf)
+            mod._parameters.clear()
+            mod._parameters.update(params)  # in their order: the model's parameters() are as they were
+
+
+# Advice for what a trace cannot take, by the kind of failure.
+_DATA_DEPENDENT = ("the step reads a tensor's value in Python (a branch on a tensor, .item(), .tolist()), so "
+                   "its ops would depend on the data; memplan plans one fixed graph: compute the branch with "
+                   "tensor ops (torch.where) or take it out of the training step")
+_DYNAMIC_SHAPE = ("its output's size depends on the data, so memplan cannot size the tensor: use a form of fixed "
+                  "size (a mask and torch.where instead of nonzero / masked_select / boolean indexing)")
+_NO_FAKE = ("it has no meta (fake tensor) implementation, so its output cannot be sized without running it: "
+            "register one (torch.library.register_fake) or take the op out of the training step")
+
+
+def _trace_error(e: BaseException, model: torch.nn.Module) -> ExportError:
+    """One message for a step the tracer cannot take: the module and the source line it failed in, the op,
+    and what to do."""
+    import os
+    from torch._subclasses import fake_tensor as ft
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    modules = {id(m): (name or "(the model)", type(m).__name__) for name, m in model.named_modules()}
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(__file__)
+    module = line = None
+    chain, x = [], e
+    while x is not None and x not in chain:
+        chain.append(x)
+        x = x.__cause__ or x.__context__
+    for x in reversed(chain):  # the innermost exception last
+        tb = x.__traceback__
+        while tb is not None:
+            f = tb.tb_frame
+            m = f.f_locals.get("self")
+            if id(m) in modules and isinstance(m, torch.nn.Module):
+                module = modules[id(m)]
+            path = f.f_code.co_filename
+            if not path.startswith((torch_dir, here, "<")) and "/contextlib.py" not in path:
+                line = f"{os.path.basename(path)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+    cause = next((x for x in reversed(chain) if isinstance(
+        x, (ft.DataDependentOutputException, ft.DynamicOutputShapeException, ft.UnsupportedOperatorException,
+            ss.GuardOnDataDependentSymNode))), None)
+    if isinstance(cause, ft.DynamicOutputShapeException):
+        what = f"op {cause.func}: {_DYNAMIC_SHAPE}"
+    elif isinstance(cause, ft.UnsupportedOperatorException):
+        what = f"op {cause.func}: {_NO_FAKE}"
+    elif isinstance(cause, ft.DataDependentOutputException):
+        what = f"op {cause.func}: {_DATA_DEPENDENT}"
+    elif isinstance(cause, ss.GuardOnDataDependentSymNode):
+        what = f"op aten._local_scalar_dense (a tensor's value read in Python): {_DATA_DEPENDENT}"
+    else:
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        what = f"{type(e).__name__}: {first}"
+    where = ""
+    if module is not None:
+        where = f" in module '{module[0]}' ({module[1]}{', ' + line if line else ''})"
+    elif line:
+        where = f" at {line}"
+    return ExportError(f"cannot trace the training step of {type(model).__name__}{where}: {what}")
+
+
+def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn, targets: Sequence = ()) -> Joint:
+    """Trace one training step (forward, loss, backward) of `model` into aot_autograd's joint graph.
+
+    Parameters no gradient reaches (unused by the loss, or requires_grad=False) are traced without one: they
+    are read, have no gradient and no update. The step runs under the autocast in effect (its casts become
+    nodes). A step the tracer cannot take raises one ExportError naming the module, the op and the remedy."""
     from torch._functorch.aot_autograd import aot_export_module
 
     example_inputs = tuple(example_inputs)
     targets = tuple(targets)
-    step = _Step(model, loss_fn, len(example_inputs))
+    autocast = autocast_state()
+    step = _Step(model, loss_fn, len(example_inputs), autocast)
+    named_p = dict(step.named_parameters(remove_duplicate=False))
+    named_b = dict(step.named_buffers(remove_duplicate=False))
     was_training = model.training
     model.train()
     try:
-        gm, sig = aot_export_module(step, example_inputs + targets, trace_joint=True, output_loss_index=0)
+        with _tracing():
+            reached = _params_reaching_loss(step, example_inputs + targets)
+        if not reached:
+            raise ExportError(f"no parameter of {type(model).__name__} receives a gradient from the loss (all are "
+                              "frozen, requires_grad=False, or unused): there is no training step to plan")
+        trained = {id(p) for n, p in named_p.items() if n in reached}
+        no_grad = {n: ("frozen" if not p.requires_grad else "unused") for n, p in named_p.items()
+                   if id(p) not in trained}
+        with _without_gradients(step, reached), _tracing():
+            # What aot_autograd lifts: a tied name the step does not read is a buffer while it traces.
+            traced_p = dict(step.named_parameters(remove_duplicate=False))
+            traced_b = dict(step.named_buffers(remove_duplicate=False))
+            gm, sig = aot_export_module(step, example_inputs + targets, trace_joint=True, output_loss_index=0)
     except ExportError:
         raise
-    except Exception as e:  # aot_autograd reports unsupported code with its own exceptions
-        raise ExportError(f"aot_autograd could not trace the training step: {type(e).__name__}: {e}") from e
+    except Exception as e:  # aot_autograd and fake tensors report what they cannot take from deep inside
+        raise _trace_error(e, model) from None
     finally:
         model.train(was_training)
-    named_p = dict(step.named_parameters(remove_duplicate=False))
-    named_b = dict(step.named_buffers(remove_duplicate=False))
     # aot_export_module's fake values do not share storages between a view and its base; propagate
     # fresh fake values through the graph so that they do (what a run on real tensors would do).
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -152,13 +368,24 @@ def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable, t
         if n.op != "placeholder":
             continue
         if n.name in sig.inputs_to_parameters:
-            real.append(named_p[sig.inputs_to_parameters[n.name]])
+            real.append(traced_p[sig.inputs_to_parameters[n.name]])
         elif n.name in sig.inputs_to_buffers:
-            real.append(named_b[sig.inputs_to_buffers[n.name]])
+            real.append(traced_b[sig.inputs_to_buffers[n.name]])
         else:
             real.append(next(it))
-    with torch.no_grad():
+    # A tied parameter's name traced as a buffer reads the parameter itself (the optimizer updates it).
+    buffer_tensors = {**named_b, **{n: named_p[n] for n in traced_b if n not in named_b}}
+    # The graph holds its casts: its nodes run without autocast (as the interpreter runs them).
+    with torch.no_grad(), autocast_as(()):
         FakeTensorProp(gm, mode).propagate(*[mode.from_tensor(t.detach()) for t in real])
+    constants = {}
+    for n in gm.graph.nodes:
+        if n.op != "get_attr":
+            continue
+        if not isinstance(getattr(gm, n.target, None), torch.Tensor):
+            raise ExportError(f"node '{n.name}' reads '{n.target}', which is not a tensor (a higher-order op's "
+                              "subgraph?): the exporter takes ATen graphs of tensors only")
+        constants[n.name] = n.target
     loss = sig.user_outputs[0]
     seed = None
     for n in gm.graph.nodes:
@@ -176,7 +403,10 @@ def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable, t
         mutations={k: _strip(v) for k, v in sig.buffers_to_mutate.items()},
         grads={k: _strip(v) for k, v in sig.backward_signature.gradients_to_parameters.items()},
         param_tensors={_strip(k): v for k, v in named_p.items()},
-        buffer_tensors={_strip(k): v for k, v in named_b.items()},
+        buffer_tensors={_strip(k): v for k, v in buffer_tensors.items()},
+        constants=constants,
+        no_grad={_strip(k): v for k, v in no_grad.items()},
+        autocast=autocast,
     )
 
 
@@ -251,7 +481,8 @@ def node_work(n: torch.fx.Node, out_tensors: list | None = None) -> _costs.OpWor
     producer = float(sum(_view_bytes(v) for a in n.all_input_nodes if a.op != "placeholder"
                          for v in _tensors_of(a.meta.get("val")) if v is not None))
     return _costs.OpWork(kind=kind, flops=flops, bytes_read=float(sum(_view_bytes(v) for v in in_vals)),
-                         bytes_written=float(sum(_view_bytes(t) for t in out_tensors)), producer_bytes=producer)
+                         bytes_written=float(sum(_view_bytes(t) for t in out_tensors)), producer_bytes=producer,
+                         precision=_costs.precision_of(v.dtype for v in in_vals))
 
 
 def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100", name: str = "model",
@@ -355,6 +586,18 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             tensor_of[n.name] = [tname]
             members[tname].append(n.name)
             continue
+        if n.op == "get_attr":
+            # A constant the trace lifted (a tensor the forward makes from Python data, a plain tensor
+            # attribute): persistent and read-only, one tensor per storage as a placeholder.
+            t = vals[0] if vals else None
+            if t is None:
+                raise ExportError(f"node '{n.name}' reads '{n.target}', which has no tensor value")
+            k = _key(t)
+            if k not in storage_name:
+                storage_name[k] = add_tensor(str(n.target), _nbytes(t), True)
+            tensor_of[n.name] = [storage_name[k]]
+            members[storage_name[k]].append(n.name)
+            continue
         if n.op != "call_function":
             raise ExportError(f"node '{n.name}': unsupported FX node kind '{n.op}' in the joint graph")
         new = [(i, t) for i, t in enumerate(vals) if t is not None and _key(t) not in storage_name]
@@ -446,17 +689,18 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
         nb = p["bytes"]
         workspace = 0
         moved = 3.0 * nb
-        if optimizer == "adam":
+        adam = optimizer in ("adam", "adamw")  # AdamW: Adam's two moments and temporary, decay in place
+        if adam:
             m = add_tensor(f"{fqn}.exp_avg", nb, True)
             v = add_tensor(f"{fqn}.exp_avg_sq", nb, True)
             ins += [m, v]
             workspace = nb
             moved = 7.0 * nb
-        work = _costs.OpWork(kind=_costs.POINTWISE, flops=nb / 4.0 * (10 if optimizer == "adam" else 2),
+        work = _costs.OpWork(kind=_costs.POINTWISE, flops=joint.param_tensors[fqn].numel() * (10 if adam else 2),
                              bytes_read=moved * 2 / 3, bytes_written=moved / 3)
         opname = unique(f"update.{fqn}")
         if cost_kind == "measured":
-            us = _costs.measure_update_us(joint.param_tensors[fqn], optimizer)
+            us = _costs.measure_update_us(joint.param_tensors[fqn], "adam" if adam else optimizer)
         else:
             us = _costs.model_us(cost, work)
         op = {"name": opname, "inputs": ins, "outputs": [], "phase": "update", "cost": us}
@@ -497,6 +741,9 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
 
 
 def _default_loss(out, *targets):
+    if not isinstance(out, torch.Tensor):  # a Hugging Face output (its logits), or a tuple (its first)
+        logits = out.get("logits") if isinstance(out, dict) else getattr(out, "logits", None)
+        out = logits if logits is not None else out[0] if isinstance(out, (tuple, list)) and out else out
     if targets:
         t = targets[0]
         if out.dim() > 2:
@@ -511,7 +758,9 @@ def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable |
     """The training step of `model` on `example_inputs` as a memplan.graph (a dict; write it with json.dump).
 
     The step is ``loss_fn(model(*example_inputs), *targets)``, its backward, and `optimizer`'s update
-    ("sgd" or "adam"). ``loss_fn`` defaults to cross-entropy against ``targets[0]`` (a sum without targets).
+    ("sgd", "adam" or "adamw"). ``loss_fn`` defaults to cross-entropy against ``targets[0]`` (a sum without
+    targets); ``loss_fn="model"``: the model's own loss, ``model(*example_inputs, labels=targets[0]).loss``
+    (Hugging Face's convention). Called inside ``torch.autocast``, the step is traced under it.
     ``cost``: "roofline:v100" (default), "roofline:h200", "fused:DEVICE", "measured" (each node timed on the
     device of the model's tensors; "measured:cpu" / "measured:cuda" insist on that device) or "flops"
     (PyTorch's partitioner's estimate: matrix FLOPs, other ops 1; unit "flop").
@@ -526,6 +775,10 @@ def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable |
 def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", targets=(), cost="roofline:v100",
                         name=None, workspace="measured", progress=None):
     """`export`, and also the traced joint graph and the name mapping (what `compile` runs)."""
+    from . import meta as _meta
+    if _meta.is_meta(model, tuple(example_inputs) + tuple(targets)):  # no data: fake tensors, modelled costs
+        return _meta.export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace,
+                                         progress)
     loss_fn = loss_fn or _default_loss
     _costs.parse(cost)
     if optimizer not in OPTIMIZERS:
@@ -549,7 +802,8 @@ def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", ta
             cost_label = _costs.measured_on(cost, dev)
         except ValueError as e:
             raise ExportError(str(e)) from None
-        measured = _costs.measure_node_times(joint.gm, args, progress=progress)
+        with autocast_as(()):  # the graph holds the casts of the autocast it was traced under
+            measured = _costs.measure_node_times(joint.gm, args, progress=progress)
     ws_label = "none"
     if workspace != "none":
         if workspace in ("cpu", "cuda") and dev.type != workspace:
@@ -558,7 +812,8 @@ def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", ta
         from .measure import node_workspaces
         if progress:
             progress(f"measuring workspaces on {dev} (a warm-up run, then a measured one)")
-        workspaces = node_workspaces(joint.gm, args)
+        with autocast_as(()):
+            workspaces = node_workspaces(joint.gm, args)
         ws_label = "measured:" + _device.label(dev)
     name = name or f"{type(model).__name__.lower()}-train"
     g, mapping = build_graph(joint, optimizer, cost, name, measured, workspaces)
@@ -578,7 +833,7 @@ def placeholder_values(joint: Joint, step_inputs: Sequence) -> list:
         if n.name in joint.params:
             args.append(joint.param_tensors[joint.params[n.name]].detach())
         elif n.name in joint.buffers:
-            args.append(joint.buffer_tensors[joint.buffers[n.name]])
+            args.append(joint.buffer_tensors[joint.buffers[n.name]].detach())
         else:
             args.append(next(it))
     return args

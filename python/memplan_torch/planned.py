@@ -35,7 +35,7 @@ import torch.fx
 
 from . import command
 from . import device as _device
-from .export import Joint, Mapping, _tensors_of, export_with_mapping
+from .export import Joint, Mapping, _tensors_of, autocast_as, autocast_state, export_with_mapping, step_loss
 
 
 @dataclasses.dataclass
@@ -117,6 +117,8 @@ class Interpreter:
         self.param_placeholders = [n for n in phs if n.name in joint.params]
         self.other_placeholders = [n for n in phs if n.name not in joint.params]
         self.placeholders = self.param_placeholders + self.other_placeholders
+        # Constants the trace lifted (get_attr nodes): the GraphModule holds their values, for every step.
+        self.constants = {name: getattr(joint.gm, target) for name, target in joint.constants.items()}
         self.op_nodes = set(mapping.op_node.values())
         # Random nodes: the device whose generator each draws from (its output's), and those the plan runs
         # more than once (their first run keeps the generator state it started from, to replay it).
@@ -135,7 +137,11 @@ class Interpreter:
                 self.getitems.setdefault(n.args[0].name, []).append(n)
 
     def bind(self, args: Sequence) -> dict:
-        env = {}
+        """The values the step starts with: `args` for the placeholders (parameters first), and the
+        constants (persistent: no plan frees them)."""
+        if len(args) != len(self.placeholders):
+            raise RuntimeError(f"memplan_torch: {len(args)} values for {len(self.placeholders)} placeholders (a bug)")
+        env = dict(self.constants)
         for ph, a in zip(self.placeholders, args):
             env[ph.name] = a
         return env
@@ -185,6 +191,10 @@ class Interpreter:
     def run(self, env: dict, lo: int, hi: int, rng: dict, grad_seed=None) -> None:
         """Runs the plan's steps lo..hi-1 on `env`; `rng` holds the random nodes' kept generator states
         (filled by the first runs, read by the replays)."""
+        with autocast_as(()):  # the graph holds the casts of the autocast it was traced under
+            self._run(env, lo, hi, rng, grad_seed)
+
+    def _run(self, env, lo, hi, rng, grad_seed) -> None:
         sched = self.sched
         for i in range(lo, hi):
             op, node_name = sched.steps[i]
@@ -257,8 +267,15 @@ class PlannedModule(torch.nn.Module):
 
     def forward(self, *args):
         if not (self.training and torch.is_grad_enabled()):
-            out = self.model(*args[: self.n_inputs])
-            return out if len(args) == self.n_inputs else self.loss_fn(out, *args[self.n_inputs:])
+            if len(args) == self.n_inputs:
+                return self.model(*args)
+            return step_loss(self.model, self.loss_fn, args[: self.n_inputs], args[self.n_inputs:])
+        if autocast_state() != self.joint.autocast:
+            def said(state):
+                return " and ".join(f"autocast {d} {str(t).replace('torch.', '')}" for d, t in state) or "no autocast"
+            raise ValueError(f"the plan was traced under {said(self.joint.autocast)} and is called under "
+                             f"{said(autocast_state())}: its casts are the trace's; call it as it was compiled "
+                             "(or compile again)")
         if len(args) != len(self.joint.inputs):
             raise TypeError(f"the planned step takes {len(self.joint.inputs)} tensors (the model's inputs, "
                             f"then the targets); got {len(args)}")
@@ -278,9 +295,16 @@ class PlannedModule(torch.nn.Module):
             if t.device != want:
                 raise ValueError(f"parameter '{fqn}': the plan is for device {want}, and it is on {t.device}; "
                                  "compile again after moving the model")
+        for fqn in self.param_order:
+            trained, wants = fqn in self.grad_node, self.joint.param_tensors[fqn].requires_grad
+            if trained != wants and (trained or self.joint.no_grad.get(fqn) == "frozen"):
+                raise ValueError(f"parameter '{fqn}': requires_grad is {wants} and was {not wants} when the step "
+                                 f"was compiled (the plan {'has' if trained else 'has no'} gradient for it); "
+                                 "compile again")
         params = [self.joint.param_tensors[f] for f in self.param_order]
         given = dict(zip(self.joint.inputs, args))
-        rest = [self.joint.buffer_tensors[self.joint.buffers[n.name]] if n.name in self.joint.buffers
+        # Buffers detached: a tied parameter's name the step does not read is traced as a buffer.
+        rest = [self.joint.buffer_tensors[self.joint.buffers[n.name]].detach() if n.name in self.joint.buffers
                 else given[n.name] for n in self.interp.other_placeholders]
         return _PlannedStep.apply(self, len(params), *params, *rest)
 
@@ -440,5 +464,6 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     # The budget planned for, in bytes: of the step's peak, or of the bytes at the seed (less the room).
     pm.budget_bytes = (target if budget_on == "peak" else target - room) if isinstance(target, int) else None
     pm.store_all = store_all
+    pm.planned_graph = planned_graph  # what memplan planned (forward_memory_graph's for budget_on="saved")
     pm.seconds = {"export": t1 - t0, "store_all": t2 - t1, "plan": t3 - t2}
     return pm
