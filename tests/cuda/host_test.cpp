@@ -66,6 +66,17 @@ cudnnConvolutionFwdAlgo_t choose_fwd(fake_call& f, stub_query<cudnnConvolutionFw
                           "cudnnGetConvolutionForwardWorkspaceSize");
 }
 
+/// The message choose_fwd throws (empty when it does not throw).
+std::string error_of(fake_call& f, stub_query<cudnnConvolutionFwdAlgo_t>& q, backend_stats& stats) {
+    std::size_t bytes = 0;
+    try {
+        choose_fwd(f, q, stats, bytes);
+    } catch (const memplan::error& e) {
+        return e.what();
+    }
+    return {};
+}
+
 } // namespace
 
 TEST_CASE("cuda.host.status_categories") {
@@ -120,13 +131,7 @@ TEST_CASE("cuda.host.choose.other_failures_name_the_op") {
         q.answers[winograd] = {failure, 0};
         q.answers[implicit] = {CUDNN_STATUS_SUCCESS, 0};
         backend_stats stats;
-        std::size_t bytes = 0;
-        std::string what;
-        try {
-            choose_fwd(f, q, stats, bytes);
-        } catch (const memplan::error& e) {
-            what = e.what();
-        }
+        const std::string what = error_of(f, q, stats);
         CHECK(what.find("op 'conv7.fwd'") != std::string::npos);
         CHECK(what.find("winograd") != std::string::npos);
         CHECK(what.find("cudnnGetConvolutionForwardWorkspaceSize") != std::string::npos);
@@ -163,12 +168,7 @@ TEST_CASE("cuda.host.choose.workspace_shortfall") {
     backend_stats stats;
     std::size_t bytes = 0;
     // error: names the op, the variant and both sizes
-    std::string what;
-    try {
-        choose_fwd(f, q, stats, bytes);
-    } catch (const memplan::error& e) {
-        what = e.what();
-    }
+    const std::string what = error_of(f, q, stats);
     CHECK(what.find("op 'conv7.fwd'") != std::string::npos);
     CHECK(what.find("'winograd' needs a workspace of 5000 bytes, the plan gives 1000") != std::string::npos);
     // fallback: the zero-workspace algorithm, counted apart from unsupported ones
