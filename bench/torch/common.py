@@ -87,6 +87,33 @@ def peak_and_time(model, inputs, targets, step, repeats):
     return peak, timed(lambda: (step(), clear_grads(model)), repeats)
 
 
+def rel(a, b):
+    """max |a - b| / max |b|."""
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+def grad_diff(model, ref):
+    """(largest `rel` of `model`'s gradients against `ref`'s over the parameters with one in both, parameters
+    with a gradient in one of the two only)."""
+    worst, missing = 0.0, 0
+    for p, q in zip(model.parameters(), ref.parameters()):
+        if p.grad is None or q.grad is None:
+            missing += (p.grad is None) != (q.grad is None)
+        else:
+            worst = max(worst, rel(p.grad, q.grad))
+    return worst, missing
+
+
+def planned_peak(cm, inputs, targets):
+    """Measured CPU peak bytes of one planned step of `cm` (compile's module; gradients cleared first): its
+    model's weights, buffers, the graph's constants and the inputs resident, plus what the step adds."""
+    from memplan_torch.measure import peak_of, storage_bytes
+    clear_grads(cm.model)
+    resident = storage_bytes(list(cm.model.parameters()) + list(cm.model.buffers()) + list(inputs) + list(targets)
+                             + list(cm.interp.constants.values()))
+    return peak_of(lambda: cm(*inputs, *targets).backward(), resident)[0]
+
+
 RESULT = "memplan-bench-result: "
 
 

@@ -16,17 +16,15 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-os.environ.setdefault("MEMPLAN", os.path.join(ROOT, "build", "bin", "memplan"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import grad_diff, planned_peak  # noqa: E402  (sets up the paths)
 
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import memplan_torch as mt  # noqa: E402
 from memplan_torch.export import step_loss  # noqa: E402
-from memplan_torch.measure import peak_of, storage_bytes  # noqa: E402
 
 FAMILIES = ["gpt2", "llama", "qwen2", "mistral", "bert", "roberta", "t5", "vit"]
 
@@ -67,10 +65,6 @@ def build(name: str, h: int, vocab: int, batch: int, seq: int):
     return m.train(), (ids,), (ids,)
 
 
-def rel(a, b):
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
-
-
 def row(name: str, args) -> str:
     model, inputs, targets = build(name, args.hidden, args.vocab, args.batch, args.seq)
     ref = copy.deepcopy(model)
@@ -83,17 +77,8 @@ def row(name: str, args) -> str:
         return f"{name}: FAILED after {time.perf_counter() - t0:.1f} s: {type(e).__name__}: {e}"
     ok, _ = mt.command.check(cm.planned_graph, cm.plan)
     cm(*inputs, *targets).backward()
-    worst, missing = 0.0, 0
-    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-        if q.grad is None or p.grad is None:
-            missing += (q.grad is None) != (p.grad is None)
-            continue
-        worst = max(worst, rel(p.grad, q.grad))
-    for p in model.parameters():
-        p.grad = None
-    resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets)
-                             + list(cm.interp.constants.values()))
-    peak, _, _ = peak_of(lambda: cm(*inputs, *targets).backward(), resident)
+    worst, missing = grad_diff(model, ref)
+    peak = planned_peak(cm, inputs, targets)
     pred = cm.schedule.live_peak
     return (f"{name}: {len(cm.graph['ops'])} ops, export {cm.seconds['export']:.1f} s, plan "
             f"{cm.seconds['plan']:.1f} s, check {'valid' if ok else 'INVALID'}, "
