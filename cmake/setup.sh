@@ -44,15 +44,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # PyTorch and the test tools for the frontend, into build/venv (once; reused while it imports). The
-# download (several GB with PyTorch's CUDA libraries) runs while the C++ side builds; --no-compile leaves
-# the byte-compiling of PyTorch's Python files to the imports that need them, off the build's cores.
+# download (several GB with PyTorch's CUDA libraries) runs while the C++ side builds. The installed files are
+# byte-compiled once (about 20 CPU s): a process that imports torch and transformers from source instead
+# spends about 9 CPU s more, and the tests start many (bench/results/2026-12-03-export-speed.md).
 venv_pid=
 if [ "$mode" = test ]; then
   mkdir -p build
   if ! build/venv/bin/python -c "import torch, torchvision, transformers, pytest, numpy" 2>/dev/null; then
     echo "memplan: installing PyTorch, torchvision, transformers, pytest, numpy into build/venv (pip)"
     ( python3 -m venv build/venv &&
-      build/venv/bin/pip install -q --disable-pip-version-check --no-compile torch torchvision transformers pytest numpy ) \
+      build/venv/bin/pip install -q --disable-pip-version-check --no-compile torch torchvision transformers pytest numpy &&
+      { build/venv/bin/python -m compileall -q -j 0 build/venv/lib > /dev/null || true; } ) \
       > build/venv-install.log 2>&1 &
     venv_pid=$!
   fi

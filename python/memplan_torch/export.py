@@ -410,6 +410,27 @@ def trace(model: torch.nn.Module, example_inputs: Sequence, loss_fn, targets: Se
     )
 
 
+def trace_fake(model: torch.nn.Module, example_inputs: Sequence, loss_fn, targets: Sequence = ()) -> Joint:
+    """`trace` on fake stand-ins of the model's tensors and of the example inputs and targets (no kernel runs
+    while the graph is recorded), returning a Joint that holds the model's own tensors. A step whose shapes
+    depend on its data (an op without a fake implementation, a `.item()` deciding control flow), or that fails
+    on fake tensors for another reason, is traced on its real tensors, as `trace` alone does (and fails as
+    it does)."""
+    from .fake import faked
+    try:
+        with faked(model, example_inputs, targets) as (swap, inputs, tgts):
+            joint = trace(model, inputs, loss_fn, tgts)
+    except ExportError:
+        return trace(model, example_inputs, loss_fn, targets)
+    joint.param_tensors = {k: swap.real(v) for k, v in joint.param_tensors.items()}
+    joint.buffer_tensors = {k: swap.real(v) for k, v in joint.buffer_tensors.items()}
+    for name in joint.constants.values():  # a plain tensor attribute of the model, read through get_attr
+        v = getattr(joint.gm, name)
+        if swap.real(v) is not v:
+            setattr(joint.gm, name, swap.real(v))
+    return joint
+
+
 # --------------------------------------------------------------------------------------------
 # From the joint graph to buffers and ops
 
@@ -765,8 +786,8 @@ def export(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable |
     device of the model's tensors; "measured:cpu" / "measured:cuda" insist on that device) or "flops"
     (PyTorch's partitioner's estimate: matrix FLOPs, other ops 1; unit "flop").
     ``workspace``: "measured" (default): each op's temporaries (what it allocates beyond its outputs),
-    measured on the device of the model's tensors by a run of the step after a warm-up run (``"cpu"`` or
-    ``"cuda"``: the same, insisting on that device); "none": no workspaces. The graph records where costs
+    measured on the device of the model's tensors by one run of the step (after a warm-up run on CUDA;
+    ``"cpu"`` or ``"cuda"``: the same, insisting on that device); "none": no workspaces. The graph records where costs
     and workspaces were measured (``cost_model`` "measured:cuda:NVIDIA H200", ``memplan_torch.workspace``)."""
     return export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace,
                                progress)[0]
@@ -793,7 +814,7 @@ def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", ta
         raise ExportError(str(e)) from None
     # Tracing draws from the CPU's generator: the caller's random streams are left as they were.
     with _device.preserved_rng([dev]):
-        joint = trace(model, example_inputs, loss_fn, targets)
+        joint = trace_fake(model, example_inputs, loss_fn, targets)
     measured = workspaces = None
     args = placeholder_values(joint, tuple(example_inputs) + tuple(targets))
     cost_label = cost
@@ -811,7 +832,8 @@ def export_with_mapping(model, example_inputs, loss_fn=None, optimizer="sgd", ta
                               f"where they are (use 'measured' or '{dev.type}', or move the model)")
         from .measure import node_workspaces
         if progress:
-            progress(f"measuring workspaces on {dev} (a warm-up run, then a measured one)")
+            progress(f"measuring workspaces on {dev}" + (" (a warm-up run, then a measured one)" if dev.type == "cuda"
+                                                           else " (one run)"))
         with autocast_as(()):
             workspaces = node_workspaces(joint.gm, args)
         ws_label = "measured:" + _device.label(dev)

@@ -166,18 +166,22 @@ class _CudaWorkspaceInterpreter(torch.fx.Interpreter):
         return result
 
 
-def node_workspaces(gm: torch.fx.GraphModule, args: list, warmup: int = 1) -> dict[str, int]:
+def node_workspaces(gm: torch.fx.GraphModule, args: list, warmup: int | None = None) -> dict[str, int]:
     """Bytes each call_function node of `gm` allocates beyond what it returns (its kernels' temporaries:
     im2col buffers, reorders, reductions, cuDNN workspaces), measured on the device of `args` by one run
-    of `gm` after `warmup` unmeasured runs (a first run allocates what later runs reuse: oneDNN's and
-    cuBLAS's caches, cuBLAS's workspace). On the CPU, under the profiler: inside the node's range, the
-    largest running sum of the CPU allocator's events less what is still held at the range's end (the
-    node's outputs). On CUDA, from the caching allocator: the peak while the node runs less what is
-    allocated when it returns. Random nodes draw from the caller's generators, which are left as they
-    were."""
+    of `gm` after `warmup` unmeasured runs. On CUDA one by default: a first run allocates what later runs
+    reuse (cuBLAS's workspace, cuDNN's plans). On the CPU none by default: what a first run sets up for
+    later ones (oneDNN's primitive caches) does not come from PyTorch's allocator, and a warm-up run left
+    the workspaces of all 16 models of bench/torch/coverage.py byte-identical. On the CPU, under the
+    profiler: inside the node's range, the largest running sum of the CPU allocator's events less what is
+    still held at the range's end (the node's outputs). On CUDA, from the caching allocator: the peak while
+    the node runs less what is allocated when it returns. Random nodes draw from the caller's generators,
+    which are left as they were."""
     dev = _device.of(args)
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"measuring workspaces on '{dev}' is not supported (cpu and cuda are)")
+    if warmup is None:
+        warmup = 1 if dev.type == "cuda" else 0
     with torch.no_grad(), _device.preserved_rng([dev]):
         start = [(d, _device.rng_state(d)) for d in {torch.device("cpu"), dev}]
 

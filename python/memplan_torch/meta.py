@@ -3,43 +3,30 @@
 A model built under ``with torch.device("meta")`` has parameters with shapes and dtypes and no data,
 so an 8B-parameter model costs nothing to build. aot_autograd cannot trace it as it is (with meta
 parameters ``aot_export_module(..., trace_joint=True)`` fails inside PyTorch: "Found a parameter that
-did not receive a gradient"), but it traces fake tensors on a real device type. So, for the length of
-the trace only, every meta parameter, buffer and tensor attribute of the model, and every example
-input and target, is replaced by a ``FakeTensor`` of the same shape, strides and dtype on
-``fake_device`` (``cpu`` by default), all under one ``FakeTensorMode``; a tied weight stays one
-tensor. The model gets its own meta tensors back afterwards. Fake tensors carry no data, so nothing
-is allocated: the joint graph's values are fake from the start, as when the model is traced normally.
+did not receive a gradient"), but it traces fake tensors on a real device type: the model's meta
+parameters, buffers and tensor attributes, and the meta example inputs and targets, become fake tensors
+on ``fake_device`` (``cpu`` by default) for the length of the trace (``memplan_torch.fake``, which traces
+a model on real tensors the same way, their fakes on their own device). Fake tensors carry no data, so
+nothing is allocated.
 
 No kernel runs, so nothing is measured: costs come from a model of a named device
 (``roofline:DEVICE``, ``fused:DEVICE``; or ``flops``), and workspaces are not measured
 (``workspace`` "measured", the default, means "none" here; the graph records ``"none"``).
-
-This is the only module of memplan_torch that builds fake tensors itself
-(``torch._subclasses.fake_tensor``, a private API): a PyTorch release that moves it breaks here.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, Sequence
 
 import torch
 
 from . import costs as _costs
 from . import device as _device
+from .fake import faked
 from .export import OPTIMIZERS, WORKSPACES, ExportError, _default_loss, build_graph, trace
 
 
 def _is_meta(t) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "meta"
-
-
-def _tensor_attributes(model: torch.nn.Module):
-    """(module, attribute name, tensor) of tensors held as plain attributes (not parameters or buffers):
-    constants a trace reads through get_attr."""
-    for mod in model.modules():
-        for k, v in vars(mod).items():
-            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
-                yield mod, k, v
 
 
 def is_meta(model: torch.nn.Module, tensors: Sequence = ()) -> bool:
@@ -64,61 +51,6 @@ def check(model: torch.nn.Module, example_inputs: Sequence, targets: Sequence = 
             f"{meta[0]} is on the meta device but {what} is on {dev}: a model built on the meta device is "
             "exported with meta example inputs and targets (torch.empty(shape, dtype=..., device='meta')), "
             "and every parameter and buffer on meta (build it under `with torch.device('meta')`)")
-
-
-class _Swap:
-    """Puts fake tensors in place of a model's meta tensors and puts the meta ones back."""
-
-    def __init__(self, mode, device):
-        self.mode, self.device = mode, torch.device(device)
-        self.memo: dict = {}      # id(meta tensor) -> its fake tensor (tied weights stay tied)
-        self.undo: list = []      # (dict, key, meta tensor) to put back
-
-    def fake(self, t: torch.Tensor) -> torch.Tensor:
-        if id(t) in self.memo:
-            return self.memo[id(t)]
-        with self.mode:  # a factory under the mode makes a fake tensor: no data is allocated
-            f = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device)
-        if isinstance(t, torch.nn.Parameter):
-            f = torch.nn.Parameter(f, requires_grad=t.requires_grad)
-        self.memo[id(t)] = f
-        return f
-
-    def replace(self, table: dict, key: str) -> None:
-        t = table[key]
-        if _is_meta(t):
-            self.undo.append((table, key, t))
-            table[key] = self.fake(t)
-
-    def restore(self) -> None:
-        for table, key, t in reversed(self.undo):
-            table[key] = t
-        self.undo.clear()
-
-
-@contextlib.contextmanager
-def faked(model: torch.nn.Module, example_inputs: Sequence, targets: Sequence = (), device="cpu"):
-    """Within: `model`'s meta parameters, buffers and tensor attributes are fake tensors on `device` (one
-    FakeTensorMode; tied ones stay tied); yields the example inputs and targets made fake likewise (other
-    values as they are). On exit the model holds its meta tensors again."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    check(model, example_inputs, targets)
-    # Real tensors the forward makes from Python data (a `torch.arange(seq)` lifted as a constant) meet the
-    # fake ones: allowed, as in aot_autograd's own mode.
-    swap = _Swap(FakeTensorMode(allow_non_fake_inputs=True), device)
-    try:
-        for mod in model.modules():
-            for table in (mod._parameters, mod._buffers):
-                for k, v in list(table.items()):
-                    if v is not None:
-                        swap.replace(table, k)
-        for mod, k, _ in list(_tensor_attributes(model)):
-            swap.replace(vars(mod), k)
-        conv = lambda v: swap.fake(v) if _is_meta(v) else v  # noqa: E731
-        yield tuple(conv(v) for v in example_inputs), tuple(conv(v) for v in targets)
-    finally:
-        swap.restore()
 
 
 def export_with_mapping(model: torch.nn.Module, example_inputs: Sequence, loss_fn: Callable | None = None,
@@ -155,7 +87,7 @@ def export_with_mapping(model: torch.nn.Module, example_inputs: Sequence, loss_f
     if progress:
         progress(f"tracing the training step on fake {fake_device.type} tensors (aot_autograd)")
     # Only the CPU's generator: a fake CUDA trace must not touch a CUDA device (there may be none).
-    with _device.preserved_rng([]), faked(model, example_inputs, targets, fake_device) as (inputs, tgts):
+    with _device.preserved_rng([]), faked(model, example_inputs, targets, fake_device) as (_, inputs, tgts):
         joint = trace(model, inputs, loss_fn, tgts)
         if progress:
             progress(f"building the memplan graph ({len(joint.gm.graph.nodes)} FX nodes)")

@@ -428,7 +428,12 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     ``workspace`` and a measured ``cost`` are measured there (see ``export``), and the module refuses
     inputs on another device.
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
-    from .export import _default_loss
+    from . import meta as _meta
+    from .export import ExportError, _default_loss
+    if _meta.is_meta(model, tuple(example_inputs) + tuple(targets)):
+        raise ExportError(f"{type(model).__name__} is on the meta device: it has no weights to train. Plan it "
+                          "without them (memplan_torch.export, then `memplan plan GRAPH --budget ...`), and compile "
+                          "the model built on a real device")
     loss_fn = loss_fn or _default_loss
     import time
     t0 = time.perf_counter()

@@ -78,6 +78,28 @@ def test_clones_for_the_backward_run_in_the_backward_just_before_their_reader():
     assert all(runs.count(c["name"]) == 1 for c in clones)
 
 
+def test_a_model_is_traced_without_running_its_kernels():
+    import re
+
+    import torch
+
+    def hwm():
+        return int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1)) * 1024
+    small = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    mt.export(small, (torch.randn(2, 4),), targets=(torch.tensor([0, 1]),), workspace="none")  # imports done
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())])
+    x, y = torch.randn(16384, 1024), torch.randint(0, 1024, (16384,))  # 64 MiB activations, 1 GiB in a step
+    with open("/proc/self/clear_refs", "w") as f:  # reset the peak RSS
+        f.write("5")
+    start = hwm()
+    g, joint, _ = export_with_mapping(model, (x,), targets=(y,), workspace="none")
+    assert hwm() - start < 64 << 20, f"the export's peak RSS rose by {(hwm() - start) >> 20} MiB"
+    assert len([op for op in g["ops"] if op["phase"] == "forward" and op.get("flops", 0) > 0]) == 8
+    # The joint graph holds the model's own tensors, not the trace's stand-ins.
+    assert all(joint.param_tensors[k] is p for k, p in model.named_parameters())
+
+
 def test_adam_state_is_persistent_and_read_by_the_update():
     model, inputs, targets, loss = models.small_cnn()
     g = mt.export(model, inputs, loss, optimizer="adam", targets=targets)

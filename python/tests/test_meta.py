@@ -103,6 +103,8 @@ def test_bad_input_is_named():
         mt.export(meta, (meta_ids,), targets=(meta_ids,), cost="measured")
     with pytest.raises(mt.ExportError, match=r"workspace 'cpu'.*meta device runs none"):
         mt.export(meta, (meta_ids,), targets=(meta_ids,), workspace="cpu")
+    with pytest.raises(mt.ExportError, match=r"Decoder is on the meta device: it has no weights to train"):
+        mt.compile(meta, 0.5, (meta_ids,), targets=(meta_ids,))
     assert all(p.device.type == "meta" for p in meta.parameters())  # a failed export leaves the model as it was
 
 
