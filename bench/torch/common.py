@@ -92,15 +92,24 @@ def rel(a, b):
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
 
+ROUNDOFF = 1e-6  # of a model's largest gradient: below it, a gradient is fp32 round-off of a true zero
+
+
 def grad_diff(model, ref):
-    """(largest `rel` of `model`'s gradients against `ref`'s over the parameters with one in both, parameters
-    with a gradient in one of the two only)."""
+    """(largest relative difference of `model`'s gradients against `ref`'s over the parameters with one in both,
+    parameters with a gradient in one of the two only). A parameter's difference is ``max |a - b|`` over
+    ``max |b|``, or over ``ROUNDOFF`` times the largest gradient of `ref` when ``max |b|`` is smaller: a gradient
+    that is zero in exact arithmetic (a bias followed by a batch norm) is round-off in both runs, a few ulps of
+    the values it was summed from, and a ratio of two round-offs says nothing about the plan."""
     worst, missing = 0.0, 0
+    grads = [q.grad for q in ref.parameters() if q.grad is not None]
+    floor = ROUNDOFF * max((g.abs().max().item() for g in grads), default=0.0)
     for p, q in zip(model.parameters(), ref.parameters()):
         if p.grad is None or q.grad is None:
             missing += (p.grad is None) != (q.grad is None)
         else:
-            worst = max(worst, rel(p.grad, q.grad))
+            scale = max(q.grad.abs().max().item(), floor, 1e-30)
+            worst = max(worst, (p.grad - q.grad).abs().max().item() / scale)
     return worst, missing
 
 

@@ -7,12 +7,13 @@ error and the others still run): the exported graph's ops and tensors, export se
 (``budget_on="peak"`` first, ``"saved"`` when the peak budget is infeasible; the row says which), its status and
 overhead as memplan's report prints them and its planning seconds; then ``--steps`` SGD steps with
 ``memplan_torch.compile``'s module against the unplanned eager step from the same weights: the largest relative
-difference of the loss and of any gradient (``max |a - b| / max |b|`` over parameters, over all steps), and the
+difference of the loss and of any gradient (``max |a - b| / max |b|`` over parameters, over all steps; a gradient
+below 1e-6 of the model's largest, fp32 round-off of a true zero, against that floor: ``common.grad_diff``), and the
 planned step's measured CPU peak (``measure.peak_of``) against the plan's predicted live peak.
 
 Hugging Face models at hf_families.py's tiny configurations (2 layers, hidden 256, vocabulary 4000, batch 2 x 128
 tokens, dropout 0, ``loss_fn="model"``); torchvision models at batch 2, random weights, dropout and stochastic
-depth 0, cross-entropy over 1000 classes, at the image size in ``IMAGE``."""
+depth 0, cross-entropy over 1000 classes, at the image size in ``TV`` (64x64; swin_t 112x112) or ``--image``'s."""
 from __future__ import annotations
 
 import argparse
@@ -47,14 +48,17 @@ HEADER = ["model", "ops", "tensors", "export s", "budget on", "status", "overhea
           "grad rel diff", "peak MiB", "predicted MiB", "peak vs pred"]
 
 
-def make(name: str, batch: int):
-    """(model in train mode, inputs, targets, loss_fn, label) for `name`."""
+def make(name: str, batch: int, image: int | None = None):
+    """(model in train mode, inputs, targets, loss_fn, label) for `name`; torchvision's at `image` x `image`
+    when given."""
     if name.startswith("hf:"):
         fam = name[3:]
         model, inputs, targets = build(fam, 256, 4000, batch, 128)
         size = f"b{batch}, 64x64" if fam == "vit" else f"b{batch}, 128 tokens"
         return model, inputs, targets, "model", f"{HF[fam]} ({size})"
     kwargs, size = TV[name]
+    if image:
+        kwargs, size = {**kwargs, **({"image_size": image} if "image_size" in kwargs else {})}, image
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(**kwargs).train()
     for m in model.modules():
@@ -86,7 +90,7 @@ def planned(model, inputs, targets, loss_fn, budget, time_limit):
 def one(name: str, args) -> dict:
     """One model's row as a dict (raises on failure)."""
     from memplan_torch.export import _default_loss, step_loss
-    model, inputs, targets, loss_fn, label = make(name, args.batch)
+    model, inputs, targets, loss_fn, label = make(name, args.batch, args.image)
     ref = copy.deepcopy(model)
     t0 = time.perf_counter()
     cm, on = planned(model, inputs, targets, loss_fn, args.budget, args.time_limit)
@@ -133,6 +137,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=2.0, help="memplan's planning time limit (s)")
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--image", type=int, help="torchvision models at this image size (default: TV's)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
@@ -153,7 +158,7 @@ def main() -> None:
         if n not in MODELS:
             raise SystemExit(f"unknown model '{n}' (known: {' '.join(MODELS)})")
     child = [f"--time-limit={args.time_limit}", f"--budget={args.budget}", f"--batch={args.batch}",
-             f"--steps={args.steps}", f"--lr={args.lr}", "--one"]
+             f"--steps={args.steps}", f"--lr={args.lr}", "--one"] + ([f"--image={args.image}"] if args.image else [])
     out = open(args.out, "a") if args.out else None
 
     def put(cols):

@@ -112,6 +112,16 @@ class Joint:
     no_grad: dict = dataclasses.field(default_factory=dict)
     # the autocast the step was traced under: ((device type, dtype), ...); its casts are nodes of `gm`
     autocast: tuple = ()
+    # A joint graph that is not a whole training step (the one aot_autograd hands a partitioner): the nodes
+    # whose ancestors are the forward (default: the loss and the mutations), the nodes whose values the
+    # graph returns (default: those and the gradients), and the placeholders the backward receives from
+    # autograd (each made by a zero-cost backward op "tangent" that reads the forward's outputs).
+    forward_roots: list | None = None
+    outputs: list | None = None
+    tangents: list = dataclasses.field(default_factory=list)
+    # False: the outputs of random forward ops (dropout) are kept to the end of the step, so that no plan
+    # recomputes them (a runner that cannot replay a random op's generator state would draw another mask)
+    recompute_random: bool = True
 
 
 MODEL_LOSS = "model"    # loss_fn: the model computes its own loss (``model(*inputs, labels=target).loss``)
@@ -448,8 +458,17 @@ class Mapping:
 
 
 def _is_random(n: torch.fx.Node) -> bool:
-    tags = getattr(n.target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    """Whether the op draws from a generator: tagged so, unless its only randomness is a dropout probability
+    of 0 (scaled_dot_product_attention's forms are tagged for their dropout_p)."""
+    if torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ()):
+        return False
+    schema = getattr(n.target, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    if "dropout_p" not in names:
+        return True
+    i = names.index("dropout_p")
+    p = n.args[i] if i < len(n.args) else n.kwargs.get("dropout_p", schema.arguments[i].default_value)
+    return not isinstance(p, (int, float)) or p != 0
 
 
 def _is_inplace(n: torch.fx.Node) -> bool:
@@ -510,7 +529,7 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
                 measured: dict | None = None, workspaces: dict | None = None) -> tuple[dict, Mapping]:
     """The memplan.graph (a dict ready for JSON) of `joint`, and how its names map onto the joint graph.
     `measured`: node name -> microseconds, required when `cost` is measured ('measured[:cpu|:cuda]')."""
-    if optimizer not in OPTIMIZERS:
+    if optimizer is not None and optimizer not in OPTIMIZERS:
         raise ExportError(f"unknown optimizer '{optimizer}' (known: {', '.join(OPTIMIZERS)})")
     cost_kind, _device = _costs.parse(cost)
     if cost_kind == "measured" and measured is None:
@@ -521,7 +540,8 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
 
     # Forward: what the loss and the mutated buffers depend on.
     forward = set()
-    stack = [by_name[joint.loss]] + [by_name[k] for k in joint.mutations]
+    roots = joint.forward_roots if joint.forward_roots is not None else [joint.loss, *joint.mutations]
+    stack = [by_name[k] for k in roots]
     while stack:
         n = stack.pop()
         if n.name in forward:
@@ -537,9 +557,17 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
     # 35 clones (184 MiB at batch 8) were saved activations whose every remaking counted as
     # recomputation, though PyTorch runs them once in the backward whatever the budget.
     deferred = set()
-    if joint.seed is not None:
+    if joint.tangents:  # the backward starts at the first node that reads what a tangent makes
+        after_seed = set(joint.tangents)
         for n in nodes:
-            if n.name == joint.seed:
+            if any(a.name in after_seed for a in n.all_input_nodes):
+                after_seed.add(n.name)
+        seed = next((n.name for n in nodes if n.op == "call_function" and n.name in after_seed), None)
+    else:
+        seed = joint.seed
+    if seed is not None:
+        for n in nodes:
+            if n.name == seed:
                 break
             if n.op == "call_function" and n.name not in forward:
                 deferred.add(n.name)
@@ -589,6 +617,10 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
             t = vals[0] if vals else None
             if t is None:
                 raise ExportError(f"placeholder '{n.name}' has no tensor value")
+            if n.name in joint.tangents:  # made by its tangent op, below
+                tensor_of[n.name] = [add_tensor(n.name, _nbytes(t))]
+                members[tensor_of[n.name][0]].append(n.name)
+                continue
             if n.name in joint.params:
                 label, persistent = joint.params[n.name], True
                 n_params += t.numel()
@@ -689,6 +721,19 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
         if first is not None:
             ops.insert(first - 1, ops.pop(i))
 
+    # Tangents: each made just before the first backward op, after the forward's outputs it reads.
+    if joint.tangents:
+        first = next((i for i, op in enumerate(ops) if op["phase"] != "forward"
+                      and op_node.get(op["name"]) not in forward and op_node.get(op["name"]) not in deferred), len(ops))
+        fwd_outs = list(dict.fromkeys(t for k in roots for t in tensor_of[k]))
+        for k, tangent in enumerate(joint.tangents):
+            opname = unique(f"tangent.{tangent}")
+            ops.insert(first + k, {"name": opname, "inputs": fwd_outs, "outputs": tensor_of[tangent],
+                                   "phase": "backward", "cost": 0.0, "aten": "tangent"})
+            op_node[opname] = tangent
+            op_phase[opname] = "backward"
+            produced_by_op.update(tensor_of[tangent])
+
     # The optimizer: one update op per parameter with a gradient.
     # A tied weight lifted under several names has one gradient per name (autograd sums them): one
     # update reads them all.
@@ -703,7 +748,7 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
     for ph, fqn in joint.params.items():
         fqn_of.setdefault(param_tensor[fqn], fqn)
     for ptensor, fqn in fqn_of.items():
-        if ptensor not in grads_of:
+        if ptensor not in grads_of or optimizer is None:
             continue
         p = tensors[tensor_index[ptensor]]
         ins = [ptensor] + [g for g in dict.fromkeys(grads_of[ptensor]) if g != ptensor]
@@ -734,10 +779,15 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
     outs = []
     # Gradients are outputs too: autograd hands them to `.grad`, and the optimizer reads them after the
     # backward (``loss.backward(); opt.step()``), so no plan may free one at an early update op.
-    for a in [by_name[joint.loss]] + [by_name[k] for k in joint.mutations] + [by_name[k] for k in joint.grads]:
-        for tname in tensor_of[a.name]:
+    returned = joint.outputs if joint.outputs is not None else [joint.loss, *joint.mutations, *joint.grads]
+    for a in returned:
+        for tname in tensor_of[a]:
             if tname not in outs:
                 outs.append(tname)
+    if not joint.recompute_random:
+        for op in ops:
+            if op.get("random") and op["phase"] == "forward":
+                outs += [t for t in op["outputs"] if t not in outs]
 
     for op in ops:
         op["cost"] = float(op["cost"]) if math.isfinite(op["cost"]) else 0.0

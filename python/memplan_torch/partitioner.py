@@ -1,0 +1,264 @@
+"""memplan's plan inside ``torch.compile``: a partitioner that Inductor compiles.
+
+    import torch._inductor.config
+    torch._inductor.config.custom_partitioner_fn = memplan_torch.Partitioner("8GB")
+    step = torch.compile(model)        # then train as usual
+
+aot_autograd traces the forward and the backward of each compiled region into one joint graph and asks
+a partitioner which of the forward's tensors to save for the backward; the backward recomputes the rest.
+PyTorch's own (the min-cut partitioner, with ``activation_memory_budget`` choosing by a knapsack over
+saved bytes) decides on bytes saved; ``Partitioner`` asks memplan for a plan of the region's step under a
+budget on its peak (or on what is saved) and saves exactly the forward tensors the plan keeps across the
+boundary. The joint graph becomes a memplan.graph through the export's own ``build_graph`` (the
+region's inputs are persistent, each tangent is made by a zero-cost op at the start of the backward, no
+optimizer: it runs outside the compiled graph). A random op is never recomputed where a second run would
+draw another mask: Inductor replaces dropout's draws by ``inductor_random`` from seeds drawn once per step
+(``inductor_seeds``), which a recomputation reproduces, but with ``fallback_random`` the joint graph holds
+ATen's random ops. The outputs of the ops that draw (``inductor_seeds``, or ATen's random ops) are kept to
+the end of the step in the graph memplan plans (a little more memory than needed, never less).
+
+The backward module is handed to Inductor in the plan's order (each recomputation just before the step
+that needs it); Inductor's scheduler then fuses point-wise chains and may reorder.
+
+This is the only module of memplan_torch that reaches into aot_autograd's partitioning
+(``torch._functorch.partitioners._extract_fwd_bwd_modules``, ``torch._inductor.custom_graph_pass``,
+private APIs): a PyTorch release that moves them breaks here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import operator
+import os
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+from torch._inductor.custom_graph_pass import CustomPartitionerFn
+
+from . import command
+from .export import Joint, Mapping, build_graph
+from .planned import PHANTOM, Schedule, budget_bytes, forward_budget_bytes, forward_memory_graph, schedule_of
+
+
+@dataclasses.dataclass
+class Partition:
+    """What one call of a Partitioner decided (``Partitioner.partitions``, one per compiled region)."""
+    graph: dict             # the region's step as a memplan.graph
+    mapping: Mapping        # how its names map onto the joint graph's nodes
+    plan: dict              # memplan's plan of it
+    schedule: Schedule      # the plan as steps, with the tensors it keeps across the boundary
+    budget: Any             # what memplan planned for (bytes, or a budget string)
+    saved: list             # names of the joint graph's nodes the forward module returns for the backward
+    recomputed: list        # names of the joint graph's forward nodes the backward module runs again
+    report: str             # memplan plan's report
+    seconds: dict           # wall seconds: "graph" (the memplan.graph), "plan" (memplan, budget included), "split"
+
+
+def _source_digest() -> str:
+    """A digest of memplan_torch's sources: a changed partitioner must not be served a cached compile."""
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def region_joint(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> Joint:
+    """The joint graph aot_autograd hands a partitioner as a Joint: primals are the region's inputs (held by
+    the caller for the whole step), tangents what autograd passes to the backward, the first
+    `num_fwd_outputs` outputs the forward's and the rest the gradients."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outputs = _output_nodes(gm)
+    fwd = [n.name for n in outputs[:num_fwd_outputs] if n is not None]
+    if not fwd:
+        raise ValueError("the joint graph has no forward output")
+    tangents = [n.name for n in placeholders if n.name.startswith("tangents")]
+    return Joint(gm=gm, params={}, buffers={}, inputs=[n.name for n in placeholders if n.name not in tangents],
+                 loss=fwd[0], seed=tangents[0] if tangents else None, mutations={}, grads={}, param_tensors={},
+                 buffer_tensors={}, forward_roots=fwd, outputs=[n.name for n in outputs if n is not None],
+                 tangents=tangents, recompute_random=False)
+
+
+def _output_nodes(gm: torch.fx.GraphModule) -> list:
+    out = gm.graph.output_node().args[0]
+    return [a if isinstance(a, torch.fx.Node) else None for a in (out if isinstance(out, (tuple, list)) else [out])]
+
+
+class Partitioner(CustomPartitionerFn):
+    """A ``torch._inductor.config.custom_partitioner_fn`` that saves what memplan's plan keeps.
+
+    ``budget``: bytes (int), a size memplan reads ('8GB', '512MiB'), a percentage of the region's store-all
+    arena ('50%'), or a fraction f in (0, 1]: with ``budget_on="saved"`` the meaning of PyTorch's
+    ``activation_memory_budget`` (f of the bytes store-all saves for the backward), with ``"peak"`` the
+    store-all peak less (1 - f) of those bytes; None: store-all. ``budget_on``: "peak" (default) bounds the
+    region's whole step; "saved" only what is live at the boundary (see ``memplan_torch.compile``).
+    ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
+    "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. Each compiled region is planned under
+    the whole budget on its own (a region's step is planned as if it were the only one: regions run one
+    after the other, and what one region's caller holds is outside its graph).
+    ``partitions`` lists what each call decided."""
+
+    def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
+                 time_limit: float = 10.0, progress: Callable[[str], None] | None = None):
+        if budget_on not in ("peak", "saved"):
+            raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
+        if isinstance(budget, float) and not 0 < budget <= 1:
+            raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
+        from . import costs
+        costs.parse(cost)
+        self.budget, self.budget_on, self.cost, self.remat = budget, budget_on, cost, remat
+        self.time_limit, self.progress = time_limit, progress
+        self.partitions: list[Partition] = []
+
+    def uuid(self) -> Any:
+        """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
+        return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
+                f"{self.time_limit}:{_source_digest()}")
+
+    def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
+        from torch._functorch.partitioners import _extract_fwd_bwd_modules
+        from torch.utils._ordered_set import OrderedSet
+
+        import time
+        t0 = time.perf_counter()
+        num_fwd_outputs = kwargs["num_fwd_outputs"]
+        joint = region_joint(gm, num_fwd_outputs)
+        graph, mapping = build_graph(joint, None, self.cost, "region")
+        t1 = time.perf_counter()
+        if self.progress:
+            self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
+        planned_graph, target, room = self._target(graph, mapping, joint)
+        extra = ["--alignment", "1"] if self.budget_on == "saved" else None
+        plan, report = command.plan(planned_graph, target, remat=self.remat, time_limit=self.time_limit, extra=extra)
+        t2 = time.perf_counter()
+        sched = schedule_of(graph, mapping, plan, joint)
+        saved = self._saved_nodes(gm, joint, mapping, sched)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        static = kwargs.get("static_lifetime_input_indices") or []
+        primals = [n for n in placeholders if n.name.startswith("primals")]
+        fw, bw = _extract_fwd_bwd_modules(
+            gm, saved, saved_sym_nodes=self._saved_sym_nodes(gm, joint), num_fwd_outputs=num_fwd_outputs,
+            static_lifetime_input_nodes=OrderedSet(primals[i] for i in static if i < len(primals)))
+        _in_plan_order(bw, sched, mapping)
+        fwd_names = set(_forward_nodes(joint))
+        recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in fwd_names]
+        self.partitions.append(Partition(graph=graph, mapping=mapping, plan=plan, schedule=sched, budget=target,
+                                         saved=[n.name for n in saved], recomputed=recomputed, report=report,
+                                         seconds={"graph": t1 - t0, "plan": t2 - t1,
+                                                  "split": time.perf_counter() - t2}))
+        return fw, bw
+
+    def _target(self, graph: dict, mapping: Mapping, joint: Joint):
+        """(the graph memplan plans, its budget, the room added for a saved budget)."""
+        budget = self.budget
+        if self.budget_on == "peak":
+            target, _ = budget_bytes(graph, mapping, joint, budget, self.time_limit)
+            return graph, target, 0
+        seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
+        planned, room = forward_memory_graph(graph, seed_op)
+        target, _ = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)
+        return planned, (None if target is None else target + room), room
+
+    @staticmethod
+    def _saved_nodes(gm, joint: Joint, mapping: Mapping, sched: Schedule) -> list:
+        """The joint graph's nodes the forward module hands the backward: the base node of each tensor the
+        plan keeps across the boundary, the forward outputs the backward reads, and the inputs (primals)
+        the backward or its recomputations read."""
+        by_name = {n.name: n for n in gm.graph.nodes}
+        forward = _forward_nodes(joint)
+        keep = []
+        for t in sched.saved:
+            if t == PHANTOM:
+                continue
+            base = next((by_name[m] for m in mapping.members[t] if by_name[m].op == "call_function"), None)
+            if base is not None and base.name in forward:
+                keep.append(base)
+        # What the step returns lives anyway; the backward reads it from the forward's outputs.
+        returned = set(joint.forward_roots)
+        keep += [by_name[k] for k in joint.forward_roots if by_name[k].op == "call_function"
+                 and any(u.name not in forward for u in by_name[k].users)]
+        # A random forward op is never recomputed (build_graph kept its outputs to the end): they are saved.
+        for n in gm.graph.nodes:
+            if n.name in forward and n.op == "call_function" and _is_random_node(n):
+                outs = [u for u in n.users if u.target is operator.getitem] \
+                    if isinstance(n.meta.get("val"), (tuple, list)) else [n]
+                keep += [o for o in outs if any(u.name not in forward for u in o.users)]
+        kept = set(n.name for n in keep) | returned
+        # Inputs the backward reaches without passing through a kept node.
+        seen, stack, inputs = set(), [a for a in _output_nodes(gm)[len(joint.forward_roots):] if a is not None], []
+        while stack:
+            n = stack.pop()
+            if n.name in seen or n.name in kept or n.name in joint.tangents:
+                continue
+            seen.add(n.name)
+            if n.op == "placeholder":
+                inputs.append(n)
+                continue
+            stack.extend(n.all_input_nodes)
+        order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+        return sorted(dict.fromkeys(inputs + keep), key=lambda n: order[n.name])
+
+    @staticmethod
+    def _saved_sym_nodes(gm, joint: Joint) -> list:
+        """Forward symbolic sizes the backward reads (dynamic shapes), as PyTorch's partitioners save them."""
+        forward = _forward_nodes(joint)
+        out = []
+        for n in gm.graph.nodes:
+            if n.name in forward and isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)) \
+                    and any(u.name not in forward for u in n.users):
+                out.append(n)
+        return out
+
+
+def _forward_nodes(joint: Joint) -> set:
+    by_name = {n.name: n for n in joint.gm.graph.nodes}
+    forward, stack = set(), [by_name[k] for k in joint.forward_roots]
+    while stack:
+        n = stack.pop()
+        if n.name in forward:
+            continue
+        forward.add(n.name)
+        stack.extend(n.all_input_nodes)
+    return forward
+
+
+def _is_random_node(n: torch.fx.Node) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
+
+
+def _in_plan_order(bw: torch.fx.GraphModule, sched: Schedule, mapping: Mapping) -> None:
+    """Reorders the backward module's nodes to the plan's backward steps: each node where the plan runs it
+    (the last time, for a node the plan runs in the forward and again in the backward), a node the plan does
+    not name (a view, a getitem) just before its first reader; placeholders first, the output last."""
+    graph = bw.graph
+    nodes = list(graph.nodes)
+    rank = {}
+    for i, (_, node) in enumerate(sched.steps):
+        if node is not None and i >= sched.split:
+            rank.setdefault(node, i)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    body = [n for n in nodes if n.op not in ("placeholder", "output")]
+    output = graph.output_node()
+    original = {n: i for i, n in enumerate(body)}
+    planned = sorted([n for n in body if n.name in rank], key=lambda n: rank[n.name])
+    # Nodes the plan does not name go with their first reader; the rest keep their relative order.
+    placed, order = set(placeholders), []
+
+    def place(n):
+        if n in placed:
+            return
+        for a in sorted(n.all_input_nodes, key=lambda a: original.get(a, -1)):
+            place(a)
+        placed.add(n)
+        order.append(n)
+    for n in planned:
+        place(n)
+    for n in body:
+        place(n)
+    for n in order:  # moving each node just before the output, in turn, leaves them in `order`
+        output.prepend(n)
+    graph.lint()
+    bw.recompile()

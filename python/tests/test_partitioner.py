@@ -1,0 +1,140 @@
+"""memplan's partitioner inside torch.compile: gradients equal to eager's, the forward saves what the plan
+keeps, an impossible budget is named, and Inductor's caches tell two budgets apart."""
+import copy
+
+import pytest
+import torch
+import torch._dynamo
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
+import torch.nn as nn
+
+import memplan_torch as mt
+from memplan_torch import command
+
+
+def _mlp(dropout=0.0):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [nn.Linear(32, 32), nn.GELU(), nn.Dropout(dropout)]
+    return nn.Sequential(*layers, nn.Linear(32, 10))
+
+
+def _data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(128, 32, generator=g), torch.randint(0, 10, (128,), generator=g)
+
+
+def _compiled(model, partitioner, caches=False):
+    """A compiled training step of `model` under `partitioner`, compiled afresh: Dynamo's frames reset, and
+    Inductor's and aot_autograd's caches off unless `caches` (they would serve an earlier run's partition)."""
+    torch._dynamo.reset()
+    ns = {"model": model, "F": nn.functional}
+    exec("def step(x, y):\n    return F.cross_entropy(model(x), y)\n", ns)
+    with inductor_config.patch(custom_partitioner_fn=partitioner, fx_graph_cache=caches), \
+            functorch_config.patch(enable_autograd_cache=caches):
+        step = torch.compile(ns["step"], fullgraph=True)
+        x, y = _data()
+        step(x, y)  # compiles here, under the patch
+    return step
+
+
+def _rel(a, b):
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+def test_dropout_is_drawn_once():
+    # Inductor's random ops as eager's (fallback_random), so the compiled step draws eager's masks: a mask
+    # the backward drew again would differ, and so would the gradients.
+    model = _mlp(dropout=0.2)
+    ref = copy.deepcopy(model)
+    part = mt.Partitioner(0.7, time_limit=2)  # dropout's masks are kept: 0.3 of the saved bytes cannot be met
+    with inductor_config.patch(fallback_random=True):
+        torch.manual_seed(5)
+        step = _compiled(model, part)
+        x, y = _data()
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(7)
+        loss = step(x, y)
+        loss.backward()
+    torch.manual_seed(7)
+    ref_loss = nn.functional.cross_entropy(ref(x), y)
+    ref_loss.backward()
+    assert _rel(loss.detach(), ref_loss.detach()) < 1e-5
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert _rel(p.grad, q.grad) < 1e-4
+    (p,) = part.partitions
+    assert p.recomputed, "the plan recomputes nothing: the test would not test anything"
+    random_ops = [o["name"] for o in p.graph["ops"] if o.get("random")]
+    assert random_ops and not set(random_ops) & set(p.schedule.recomputed)
+
+
+def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps():
+    model = _mlp()
+    ref = copy.deepcopy(model)
+    part = mt.Partitioner(0.5, time_limit=2)
+    step = _compiled(model, part)
+    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, ref))
+    x, y = _data()
+    for _ in range(3):
+        for o in (opt, ref_opt):
+            o.zero_grad(set_to_none=True)
+        loss = step(x, y)
+        loss.backward()
+        ref_loss = nn.functional.cross_entropy(ref(x), y)
+        ref_loss.backward()
+        assert _rel(loss.detach(), ref_loss.detach()) < 1e-5
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert _rel(p.grad, q.grad) < 1e-4
+        opt.step()
+        ref_opt.step()
+    (p,) = part.partitions
+    ok, report = command.check(p.graph, p.plan)
+    assert ok, report
+    # The plan recomputes, and the backward module runs exactly those forward ops again.
+    assert p.schedule.recomputed and p.recomputed
+    backward_steps = {p.schedule.steps[i][1] for i in range(p.schedule.split, len(p.schedule.steps))}
+    ops = [n for n in p.recomputed if n in p.mapping.op_node.values()]  # views and getitems are no ops
+    assert ops and set(ops) <= backward_steps
+    # What crosses the boundary is the plan's kept tensors (each by its producing node), the forward's
+    # output and the region's inputs; nothing else.
+    kept = set(p.saved)
+    assert p.schedule.saved and all(kept & set(p.mapping.members[t]) for t in p.schedule.saved)
+    planned = {n for t in p.schedule.saved for n in p.mapping.members[t]}
+    loss = set(p.mapping.members[p.graph["memplan_torch"]["loss"]])
+    activations = [n for n in kept if not n.startswith("primals")]
+    assert all(n in planned or n in loss for n in activations), activations
+
+
+def test_a_budget_nothing_fits_is_named():
+    part = mt.Partitioner(4096, time_limit=2)
+    with pytest.raises(Exception) as info:
+        _compiled(_mlp(), part)
+    chain, e = [], info.value
+    while e is not None:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    infeasible = next((c for c in chain if isinstance(c, mt.Infeasible)), None)
+    assert infeasible is not None, repr(info.value)
+    assert "op '" in str(infeasible)
+
+
+def test_two_budgets_are_two_compiles(tmp_path, monkeypatch):
+    assert mt.Partitioner(0.5).uuid() == mt.Partitioner(0.5).uuid()
+    assert mt.Partitioner(0.5).uuid() != mt.Partitioner(0.3).uuid()
+    assert mt.Partitioner(0.5).uuid() != mt.Partitioner(0.5, budget_on="saved").uuid()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # caches on, empty
+    loose, tight = mt.Partitioner(1.0, time_limit=2), mt.Partitioner(0.5, time_limit=2)
+    model = _mlp()
+    _compiled(model, loose, caches=True)
+    _compiled(model, tight, caches=True)  # must not be served the loose partition
+    assert len(loose.partitions) == 1 and len(tight.partitions) == 1
+    assert loose.partitions[0].schedule.saved_bytes > tight.partitions[0].schedule.saved_bytes
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ValueError, match="budget_on 'both'"):
+        mt.Partitioner(0.5, budget_on="both")
+    with pytest.raises(ValueError, match=r"budget 1.5: a fraction must be in \(0, 1\]"):
+        mt.Partitioner(1.5)
