@@ -53,6 +53,8 @@ class Partition:
     recomputed: list        # names of the joint graph's forward nodes the backward module runs again
     report: str             # memplan plan's report
     seconds: dict           # wall seconds: "graph" (the memplan.graph), "plan" (memplan, budget included), "split"
+    forward: torch.fx.GraphModule = None    # the modules handed to Inductor
+    backward: torch.fx.GraphModule = None
 
 
 def _source_digest() -> str:
@@ -90,11 +92,14 @@ def _output_nodes(gm: torch.fx.GraphModule) -> list:
 class Partitioner(CustomPartitionerFn):
     """A ``torch._inductor.config.custom_partitioner_fn`` that saves what memplan's plan keeps.
 
-    ``budget``: bytes (int), a size memplan reads ('8GB', '512MiB'), a percentage of the region's store-all
-    arena ('50%'), or a fraction f in (0, 1]: with ``budget_on="saved"`` the meaning of PyTorch's
-    ``activation_memory_budget`` (f of the bytes store-all saves for the backward), with ``"peak"`` the
-    store-all peak less (1 - f) of those bytes; None: store-all. ``budget_on``: "peak" (default) bounds the
-    region's whole step; "saved" only what is live at the boundary (see ``memplan_torch.compile``).
+    ``budget_on``: "peak" (default) bounds the region's whole step, "saved" only the bytes the forward saves
+    for the backward (what is live at the boundary; the forward's transients and the backward's own memory
+    are not bounded, as in PyTorch's ``activation_memory_budget``). ``budget``, with "peak": bytes (int), a
+    size memplan reads ('8GB', '512MiB') or a percentage of the region's store-all arena ('50%'); with
+    "saved": bytes or a size of saved tensors (the region's inputs and outputs, live anyway, aside) or a
+    percentage of what is live at the boundary under store-all. A fraction f in (0, 1], with either: f of the
+    bytes store-all saves for the backward, the peak less the other (1 - f) of them for "peak". None:
+    store-all.
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
     "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. Each compiled region is planned under
     the whole budget on its own (a region's step is planned as if it were the only one: regions run one
@@ -148,7 +153,8 @@ class Partitioner(CustomPartitionerFn):
         self.partitions.append(Partition(graph=graph, mapping=mapping, plan=plan, schedule=sched, budget=target,
                                          saved=[n.name for n in saved], recomputed=recomputed, report=report,
                                          seconds={"graph": t1 - t0, "plan": t2 - t1,
-                                                  "split": time.perf_counter() - t2}))
+                                                  "split": time.perf_counter() - t2},
+                                         forward=fw, backward=bw))
         return fw, bw
 
     def _target(self, graph: dict, mapping: Mapping, joint: Joint):
@@ -159,7 +165,12 @@ class Partitioner(CustomPartitionerFn):
             return graph, target, 0
         seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
         planned, room = forward_memory_graph(graph, seed_op)
-        target, _ = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)
+        if budget is None or isinstance(budget, float) or str(budget).strip().endswith("%"):
+            target, _ = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)
+        else:  # bytes saved for the backward, on top of what is live at the seed anyway (inputs, outputs)
+            saved = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
+            _, sched = forward_budget_bytes(graph, mapping, joint, 1.0, self.time_limit, seed_op)
+            target = sched.seed_live - sched.saved_bytes + saved
         return planned, (None if target is None else target + room), room
 
     @staticmethod

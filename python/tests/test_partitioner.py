@@ -107,6 +107,23 @@ def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps():
     assert all(n in planned or n in loss for n in activations), activations
 
 
+def _saved_bytes(p):
+    """Bytes of the activations the forward module returns for the backward (not the region's inputs)."""
+    out = p.forward.graph.output_node().args[0]
+    n_fwd = len(out) - len(p.saved)
+    return sum(n.meta["val"].untyped_storage().nbytes() for n in out[n_fwd:] if n.op != "placeholder")
+
+
+def test_a_saved_budget_bounds_what_the_forward_saves():
+    store_all = mt.Partitioner(None)
+    _compiled(_mlp(), store_all)
+    full = _saved_bytes(store_all.partitions[0])
+    half = mt.Partitioner(full // 2, budget_on="saved", time_limit=2)
+    _compiled(_mlp(), half)
+    (p,) = half.partitions
+    assert 0 < _saved_bytes(p) <= full // 2 and p.recomputed
+
+
 def test_a_budget_nothing_fits_is_named():
     part = mt.Partitioner(4096, time_limit=2)
     with pytest.raises(Exception) as info:

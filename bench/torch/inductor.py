@@ -1,0 +1,222 @@
+"""memplan's partitioner against PyTorch's inside torch.compile (Inductor), side by side in one process.
+
+    build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--out FILE] [MODEL ...]
+
+For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
+step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) three times with Inductor on this machine:
+
+- ``pytorch``: PyTorch's own partitioner (min-cut) at ``torch._functorch.config.activation_memory_budget = f``;
+- ``memplan saved``: ``memplan_torch.Partitioner(S, budget_on="saved")`` where S is the bytes the ``pytorch`` arm
+  saves for the backward (PyTorch's f is relative to its min-cut's own choice, not to storing all);
+- ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak")`` where P is the peak measured for the
+  ``pytorch`` arm, in bytes.
+
+Each arm: the bytes its forward saves for the backward (the forward module's saved outputs that are not the
+region's inputs), the measured peak of one step (``measure.peak_of``: the CPU allocator's events over the step,
+which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the three
+arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and an
+empty kernel cache per process) with the partitioner's share, and the largest relative gradient difference against
+eager PyTorch (``common.grad_diff``). Dropout is 0 in every model, so that the gradients compare.
+
+Models: torchvision ResNet-50 (batch 8, 224x224), Hugging Face GPT-2 small (12 layers, hidden 768, 2 x 256
+tokens), a Hugging Face Llama (4 layers, hidden 512, 8 heads, 4 KV heads, FFN 1376, vocabulary 32000, 2 x 256),
+torchvision ViT-B/16 (batch 4, 224x224)."""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from common import emit, grad_diff, isolated, log  # noqa: E402
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+MODELS = ["resnet50", "gpt2", "llama", "vit_b_16"]
+
+
+def build(name: str):
+    """(model in train mode, inputs, targets, loss_fn(model, inputs, targets) -> loss)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    if name in ("resnet50", "vit_b_16"):
+        batch = 8 if name == "resnet50" else 4
+        model = getattr(torchvision.models, name)().train()
+        x, y = torch.randn(batch, 3, 224, 224, generator=g), torch.randint(0, 1000, (batch,), generator=g)
+        return model, (x,), (y,), lambda m, i, t: torch.nn.functional.cross_entropy(m(*i), *t)
+    import transformers as tf
+    if name == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+        vocab = 50257
+    elif name == "llama":
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(num_hidden_layers=4, hidden_size=512, intermediate_size=1376,
+                                                   num_attention_heads=8, num_key_value_heads=4, vocab_size=32000))
+        vocab = 32000
+    else:
+        raise SystemExit(f"unknown model '{name}' (known: {', '.join(MODELS)})")
+    ids = torch.randint(0, vocab, (2, 256), generator=g)
+    return model.train(), (ids,), (ids,), lambda m, i, t: m(*i, labels=t[0]).loss
+
+
+class Recording:
+    """Wraps a partitioner: records the bytes the forward module saves for the backward and its seconds."""
+
+    def __init__(self, inner):
+        from torch._inductor.custom_graph_pass import CustomPartitionerFn
+        base = self
+
+        class Fn(CustomPartitionerFn):
+            def __call__(self, gm, joint_inputs, **kw):
+                t = time.perf_counter()
+                fw, bw = inner(gm, joint_inputs, **kw)
+                base.seconds += time.perf_counter() - t
+                outs = fw.graph.output_node().args[0][kw["num_fwd_outputs"]:]
+                base.saved += sum(_nbytes(n) for n in outs if n.op != "placeholder")
+                return fw, bw
+
+            def uuid(self):
+                return None  # no caching
+        self.fn, self.seconds, self.saved = Fn(), 0.0, 0
+
+
+def _nbytes(n) -> int:
+    v = n.meta.get("val")
+    return v.untyped_storage().nbytes() if isinstance(v, torch.Tensor) else 0
+
+
+def compiled(model, loss_fn, inputs, targets, partitioner, budget=None):
+    """(compiled step, compile seconds): a step of its own (Dynamo caches compiled frames per code object)."""
+    import torch._dynamo
+    import torch._functorch.config as fconfig
+    import torch._inductor.config as iconfig
+    ns = {"model": model, "loss_fn": loss_fn}
+    exec(f"def step_{id(partitioner)}(i, t):\n    return loss_fn(model, i, t)\n", ns)
+    fn = torch.compile(ns[f"step_{id(partitioner)}"], fullgraph=True)
+    patches = dict(activation_memory_budget=budget) if budget is not None else {}
+    with iconfig.patch(custom_partitioner_fn=partitioner, fx_graph_cache=False), \
+            fconfig.patch(enable_autograd_cache=False, **patches):
+        t = time.perf_counter()
+        fn(inputs, targets).backward()
+        seconds = time.perf_counter() - t
+    model.zero_grad(set_to_none=True)
+    return fn, seconds
+
+
+def one(name: str, f: float, repeats: int) -> dict:
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from memplan_torch import Partitioner
+    from memplan_torch.measure import peak_of, storage_bytes
+    model, inputs, targets, loss_fn = build(name)
+    ref = copy.deepcopy(model)
+    loss_fn(ref, inputs, targets).backward()
+    resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
+    arms = {}
+
+    def add(label, rec, budget=None, planner=None):
+        log(f"{name} f={f}: compiling ({label})")
+        fn, seconds = compiled(model, loss_fn, inputs, targets, rec.fn, budget)
+        step = (lambda fn=fn: fn(inputs, targets).backward())
+        model.zero_grad(set_to_none=True)
+        step()
+        diff, missing = grad_diff(model, ref)
+        model.zero_grad(set_to_none=True)
+        peak = peak_of(step, resident)[0]  # the gradients are made during the step
+        model.zero_grad(set_to_none=True)
+        arms[label] = {"step": step, "saved": rec.saved, "peak": peak, "compile": seconds,
+                       "partition": rec.seconds, "grad": diff, "missing": missing, "times": [],
+                       "planner": planner}
+    add("pytorch", Recording(min_cut_rematerialization_partition), budget=f)
+    saved = Partitioner(max(arms["pytorch"]["saved"], 1), budget_on="saved", time_limit=10)
+    add("memplan saved", Recording(saved), planner=saved)
+    peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak", time_limit=10)
+    try:
+        add("memplan peak", Recording(peak), planner=peak)
+    except Exception as e:  # noqa: BLE001 - an infeasible peak is a row too
+        inner = getattr(e, "inner_exception", None) or e  # Dynamo's BackendCompilerFailed wraps memplan's error
+        arms["memplan peak"] = {"error": f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"}
+    live = [a for a in arms.values() if "step" in a]
+    for a in live:  # warm-up
+        a["step"]()
+        model.zero_grad(set_to_none=True)
+    for _ in range(repeats):
+        for a in live:
+            t = time.perf_counter()
+            a["step"]()
+            a["times"].append(time.perf_counter() - t)
+            model.zero_grad(set_to_none=True)
+    out = {}
+    for label, a in arms.items():
+        if "error" in a:
+            out[label] = a
+            continue
+        p = a["planner"]
+        out[label] = {"saved": a["saved"], "peak": a["peak"], "time": statistics.median(a["times"]),
+                      "compile": a["compile"], "partition": a["partition"], "grad": a["grad"],
+                      "missing": a["missing"],
+                      "budget": p.partitions[-1].budget if p is not None and p.partitions else None,
+                      "regions": len(p.partitions) if p is not None else None}
+    out["pytorch budget peak"] = arms["pytorch"]["peak"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*", default=MODELS, help=f"(default: all) {' '.join(MODELS)}")
+    ap.add_argument("--budgets", default="1.0,0.7,0.5,0.3", help="fractions f (activation_memory_budget)")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one model at this fraction
+    args = ap.parse_args()
+    if args.one:
+        with tempfile.TemporaryDirectory() as cache:  # an empty kernel cache: compile times compare
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            emit(one(args.models[0], float(args.one), args.repeats))
+        return
+    header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
+              "grad rel diff", "note"]
+    out = open(args.out, "a") if args.out else None
+
+    def put(cols):
+        line = "| " + " | ".join(cols) + " |"
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+            out.flush()
+    put(header)
+    put(["---"] * len(header))
+    for name in args.models:
+        for f in [float(x) for x in args.budgets.split(",")]:
+            try:
+                r = isolated(os.path.abspath(__file__), [name, f"--one={f}", f"--repeats={args.repeats}"])
+            except Exception as e:  # noqa: BLE001 - a failing configuration must not stop the others
+                put([name, f"{f}", "-", "-", "-", "-", "-", "-", "-", f"FAILED: {e}"])
+                continue
+            for label in ("pytorch", "memplan saved", "memplan peak"):
+                a = r[label]
+                if "error" in a:
+                    put([name, f"{f}", label, "-", "-", "-", "-", "-", "-", a["error"].replace("|", "/")])
+                    continue
+                note = ""
+                if label == "memplan peak":
+                    budget = r["pytorch budget peak"]
+                    note = f"budget {budget / 2**20:.1f} MiB; peak {'within' if a['peak'] <= budget else 'ABOVE'}"
+                if a.get("regions") and a["regions"] > 1:
+                    note += f"; {a['regions']} regions"
+                put([name, f"{f}", label, f"{a['saved'] / 2**20:.1f}", f"{a['peak'] / 2**20:.1f}",
+                     f"{1e3 * a['time']:.1f}", f"{a['compile']:.1f}",
+                     f"{a['partition']:.2f} ({100 * a['partition'] / a['compile']:.0f} %)",
+                     f"{a['grad']:.1e}" + (f" ({a['missing']} missing)" if a["missing"] else ""), note])
+    if out:
+        out.close()
+
+
+if __name__ == "__main__":
+    main()
