@@ -6,10 +6,10 @@ One table row a model (each in a process of its own, see ``common.isolated``; on
 error and the others still run): the exported graph's ops and tensors, export seconds, the plan at ``budget``
 (``budget_on="peak"`` first, ``"saved"`` when the peak budget is infeasible; the row says which), its status and
 overhead as memplan's report prints them and its planning seconds; then ``--steps`` SGD steps with
-``memplan_torch.compile``'s module against the unplanned eager step from the same weights: the largest relative
+``memplan_torch.compile``'s module, each against the unplanned eager step from the same weights: the largest relative
 difference of the loss and of any gradient (``max |a - b| / max |b|`` over parameters, over all steps; a gradient
-below 1e-6 of the model's largest, fp32 round-off of a true zero, against that floor: ``common.grad_diff``), and the
-planned step's measured CPU peak (``measure.peak_of``) against the plan's predicted live peak.
+below 1e-3 of the model's largest, such as fp32 round-off of a true zero, against that floor: ``common.grad_diff``),
+and the planned step's measured CPU peak (``measure.peak_of``) against the plan's predicted live peak.
 
 Hugging Face models at hf_families.py's tiny configurations (2 layers, hidden 256, vocabulary 4000, batch 2 x 128
 tokens, dropout 0, ``loss_fn="model"``); torchvision models at batch 2, random weights, dropout and stochastic
@@ -99,11 +99,14 @@ def one(name: str, args) -> dict:
            "export": cm.seconds["export"], "on": on, "status": report_field(cm.report, "status"),
            "overhead": report_field(cm.report, "overhead"), "plan": seconds}
     log(f"{name}: planned in {time.perf_counter() - t0:.1f} s; training {args.steps} steps")
-    opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=args.lr) for m in (model, ref))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_diff, grad_worst, missing = 0.0, 0.0, 0
     for _ in range(args.steps):
-        for o in (opt, ref_opt):
-            o.zero_grad(set_to_none=True)
+        # Each step from the same weights and buffers: two runs that each follow their own round-off drift
+        # apart over steps (batch norm over a few values amplifies it), which says nothing about the plan.
+        ref.load_state_dict(model.state_dict())
+        opt.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
         torch.manual_seed(1)
         loss = cm(*inputs, *targets)
         loss.backward()
@@ -114,8 +117,7 @@ def one(name: str, args) -> dict:
         worst, gone = grad_diff(model, ref)
         grad_worst, missing = max(grad_worst, worst), max(missing, gone)
         opt.step()
-        ref_opt.step()
-    del ref, ref_opt
+    del ref
     peak = planned_peak(cm, inputs, targets)
     row.update(loss=loss_diff, grad=grad_worst, missing=missing, peak=peak, pred=cm.schedule.live_peak)
     return row

@@ -3,19 +3,21 @@
     build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--out FILE] [MODEL ...]
 
 For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
-step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) three times with Inductor on this machine:
+step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times with Inductor on this machine:
 
 - ``pytorch``: PyTorch's own partitioner (min-cut) at ``torch._functorch.config.activation_memory_budget = f``;
 - ``memplan saved``: ``memplan_torch.Partitioner(S, budget_on="saved")`` where S is the bytes the ``pytorch`` arm
   saves for the backward (PyTorch's f is relative to its min-cut's own choice, not to storing all);
 - ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak")`` where P is the peak measured for the
-  ``pytorch`` arm, in bytes.
+  ``pytorch`` arm, in bytes;
+- ``memplan f``: ``memplan_torch.Partitioner(f)``, a peak budget: the store-all plan's peak less (1 - f) of the
+  bytes store-all saves (the note compares the measured peak with that budget in bytes).
 
 Each arm: the bytes its forward saves for the backward (the forward module's saved outputs that are not the
 region's inputs), the measured peak of one step (``measure.peak_of``: the CPU allocator's events over the step,
-which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the three
-arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and an
-empty kernel cache per process) with the partitioner's share, and the largest relative gradient difference against
+which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the
+arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and empty
+kernel caches for each compile) with the partitioner's share, and the largest relative gradient difference against
 eager PyTorch (``common.grad_diff``). Dropout is 0 in every model, so that the gradients compare.
 
 Models: torchvision ResNet-50 (batch 8, 224x224), Hugging Face GPT-2 small (12 layers, hidden 768, 2 x 256
@@ -91,6 +93,9 @@ def _nbytes(n) -> int:
     return v.untyped_storage().nbytes() if isinstance(v, torch.Tensor) else 0
 
 
+_CACHES = tempfile.TemporaryDirectory(prefix="memplan-inductor-")  # the compiles' kernel caches, removed at exit
+
+
 def compiled(model, loss_fn, inputs, targets, partitioner, budget=None):
     """(compiled step, compile seconds): a step of its own (Dynamo caches compiled frames per code object)."""
     import torch._dynamo
@@ -100,6 +105,10 @@ def compiled(model, loss_fn, inputs, targets, partitioner, budget=None):
     exec(f"def step_{id(partitioner)}(i, t):\n    return loss_fn(model, i, t)\n", ns)
     fn = torch.compile(ns[f"step_{id(partitioner)}"], fullgraph=True)
     patches = dict(activation_memory_budget=budget) if budget is not None else {}
+    # Each compile from empty kernel caches (in memory and on disk), so that no arm reuses another's kernels.
+    from torch._inductor.utils import clear_caches
+    clear_caches()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="memplan-inductor-", dir=_CACHES.name)
     with iconfig.patch(custom_partitioner_fn=partitioner, fx_graph_cache=False), \
             fconfig.patch(enable_autograd_cache=False, **patches):
         t = time.perf_counter()
@@ -142,6 +151,12 @@ def one(name: str, f: float, repeats: int) -> dict:
     except Exception as e:  # noqa: BLE001 - an infeasible peak is a row too
         inner = getattr(e, "inner_exception", None) or e  # Dynamo's BackendCompilerFailed wraps memplan's error
         arms["memplan peak"] = {"error": f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"}
+    own = Partitioner(f, budget_on="peak", time_limit=10)
+    try:
+        add("memplan f", Recording(own), planner=own)
+    except Exception as e:  # noqa: BLE001
+        inner = getattr(e, "inner_exception", None) or e
+        arms["memplan f"] = {"error": f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"}
     live = [a for a in arms.values() if "step" in a]
     for a in live:  # warm-up
         a["step"]()
@@ -176,9 +191,7 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one model at this fraction
     args = ap.parse_args()
     if args.one:
-        with tempfile.TemporaryDirectory() as cache:  # an empty kernel cache: compile times compare
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-            emit(one(args.models[0], float(args.one), args.repeats))
+        emit(one(args.models[0], float(args.one), args.repeats))
         return
     header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
               "grad rel diff", "note"]
@@ -199,14 +212,14 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a failing configuration must not stop the others
                 put([name, f"{f}", "-", "-", "-", "-", "-", "-", "-", f"FAILED: {e}"])
                 continue
-            for label in ("pytorch", "memplan saved", "memplan peak"):
+            for label in ("pytorch", "memplan saved", "memplan peak", "memplan f"):
                 a = r[label]
                 if "error" in a:
                     put([name, f"{f}", label, "-", "-", "-", "-", "-", "-", a["error"].replace("|", "/")])
                     continue
                 note = ""
-                if label == "memplan peak":
-                    budget = r["pytorch budget peak"]
+                budget = r["pytorch budget peak"] if label == "memplan peak" else a.get("budget")
+                if label in ("memplan peak", "memplan f") and isinstance(budget, int):
                     note = f"budget {budget / 2**20:.1f} MiB; peak {'within' if a['peak'] <= budget else 'ABOVE'}"
                 if a.get("regions") and a["regions"] > 1:
                     note += f"; {a['regions']} regions"
