@@ -18,7 +18,10 @@ ATen's random ops. The outputs of the ops that draw (``inductor_seeds``, or ATen
 the end of the step in the graph memplan plans (a little more memory than needed, never less).
 
 The backward module is handed to Inductor in the plan's order (each recomputation just before the step
-that needs it); Inductor's scheduler then fuses point-wise chains and may reorder.
+that needs it); Inductor's scheduler then fuses point-wise chains and may reorder. A backward tensor
+Inductor fuses away (a point-wise op's output that only point-wise ops and reductions read) costs nothing
+in the graph memplan plans (``inductor_fused``), and point-wise ops may write over a dying input
+(``inductor_inplace``).
 
 This is the only module of memplan_torch that reaches into aot_autograd's partitioning
 (``torch._functorch.partitioners._extract_fwd_bwd_modules``, ``torch._inductor.custom_graph_pass``,
@@ -37,18 +40,19 @@ import torch.fx
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from . import command
-from .export import Joint, Mapping, build_graph
+from .export import Joint, Mapping, _is_random, build_graph
 from .planned import PHANTOM, Schedule, budget_bytes, forward_budget_bytes, forward_memory_graph, schedule_of
 
 
 @dataclasses.dataclass
 class Partition:
     """What one call of a Partitioner decided (``Partitioner.partitions``, one per compiled region)."""
-    graph: dict             # the region's step as a memplan.graph
+    graph: dict             # the region's step as a memplan.graph (fused tensors at 0 bytes)
     mapping: Mapping        # how its names map onto the joint graph's nodes
-    plan: dict              # memplan's plan of it
+    plan: dict              # memplan's plan of `planned`
+    planned: dict           # the graph memplan planned: `graph`, or for budget_on="saved" forward_memory_graph's
     schedule: Schedule      # the plan as steps, with the tensors it keeps across the boundary
-    budget: Any             # what memplan planned for (bytes, or a budget string)
+    budget: Any             # bytes memplan planned for: of the peak, or (budget_on="saved") live at the boundary
     saved: list             # names of the joint graph's nodes the forward module returns for the backward
     recomputed: list        # names of the joint graph's forward nodes the backward module runs again
     report: str             # memplan plan's report
@@ -101,13 +105,15 @@ class Partitioner(CustomPartitionerFn):
     bytes store-all saves for the backward, the peak less the other (1 - f) of them for "peak". None:
     store-all.
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
-    "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. Each compiled region is planned under
+    "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. ``fusion`` (default True): the plan sees
+    the step as Inductor runs it: the tensors Inductor fuses away cost no memory (``inductor_fused``), and a
+    point-wise op may write its output over a same-sized input that dies there (``inductor_inplace``). Each compiled region is planned under
     the whole budget on its own (a region's step is planned as if it were the only one: regions run one
     after the other, and what one region's caller holds is outside its graph).
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
-                 time_limit: float = 10.0, progress: Callable[[str], None] | None = None):
+                 time_limit: float = 10.0, fusion: bool = True, progress: Callable[[str], None] | None = None):
         if budget_on not in ("peak", "saved"):
             raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
         if isinstance(budget, float) and not 0 < budget <= 1:
@@ -115,13 +121,13 @@ class Partitioner(CustomPartitionerFn):
         from . import costs
         costs.parse(cost)
         self.budget, self.budget_on, self.cost, self.remat = budget, budget_on, cost, remat
-        self.time_limit, self.progress = time_limit, progress
+        self.time_limit, self.fusion, self.progress = time_limit, fusion, progress
         self.partitions: list[Partition] = []
 
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
-                f"{self.time_limit}:{_source_digest()}")
+                f"{self.time_limit}:{self.fusion}:{_source_digest()}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         from torch._functorch.partitioners import _extract_fwd_bwd_modules
@@ -132,14 +138,24 @@ class Partitioner(CustomPartitionerFn):
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
         graph, mapping = build_graph(joint, None, self.cost, "region")
+        fused = inductor_fused(graph, mapping, gm) if self.fusion else []
+        if self.fusion:
+            graph = inductor_inplace(graph, mapping, gm)
         t1 = time.perf_counter()
         if self.progress:
             self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
-        planned_graph, target, room = self._target(graph, mapping, joint)
+        seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
+        target = self._budget(_zeroed(graph, fused), mapping, joint, seed_op)
+        planned = _zeroed(graph, fused)
+        room = 0
+        if self.budget_on == "saved":
+            planned, room = forward_memory_graph(planned, seed_op)
         extra = ["--alignment", "1"] if self.budget_on == "saved" else None
-        plan, report = command.plan(planned_graph, target, remat=self.remat, time_limit=self.time_limit, extra=extra)
+        plan, report = command.plan(planned, None if target is None else target + room, remat=self.remat,
+                                    time_limit=self.time_limit, extra=extra)
+        sched = schedule_of(_zeroed(graph, fused), mapping, plan, joint)
+        graph = _zeroed(graph, fused)
         t2 = time.perf_counter()
-        sched = schedule_of(graph, mapping, plan, joint)
         saved = self._saved_nodes(gm, joint, mapping, sched)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         static = kwargs.get("static_lifetime_input_indices") or []
@@ -150,28 +166,24 @@ class Partitioner(CustomPartitionerFn):
         _in_plan_order(bw, sched, mapping)
         fwd_names = set(_forward_nodes(joint))
         recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in fwd_names]
-        self.partitions.append(Partition(graph=graph, mapping=mapping, plan=plan, schedule=sched, budget=target,
+        self.partitions.append(Partition(graph=graph, mapping=mapping, plan=plan, planned=planned, schedule=sched, budget=target,
                                          saved=[n.name for n in saved], recomputed=recomputed, report=report,
                                          seconds={"graph": t1 - t0, "plan": t2 - t1,
                                                   "split": time.perf_counter() - t2},
                                          forward=fw, backward=bw))
         return fw, bw
 
-    def _target(self, graph: dict, mapping: Mapping, joint: Joint):
-        """(the graph memplan plans, its budget, the room added for a saved budget)."""
+    def _budget(self, graph: dict, mapping: Mapping, joint: Joint, seed_op):
+        """The bytes memplan plans for (before forward_memory_graph's room, for a saved budget), or None."""
         budget = self.budget
         if self.budget_on == "peak":
-            target, _ = budget_bytes(graph, mapping, joint, budget, self.time_limit)
-            return graph, target, 0
-        seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
-        planned, room = forward_memory_graph(graph, seed_op)
+            return budget_bytes(graph, mapping, joint, budget, self.time_limit)[0]
         if budget is None or isinstance(budget, float) or str(budget).strip().endswith("%"):
-            target, _ = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)
-        else:  # bytes saved for the backward, on top of what is live at the seed anyway (inputs, outputs)
-            saved = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
-            _, sched = forward_budget_bytes(graph, mapping, joint, 1.0, self.time_limit, seed_op)
-            target = sched.seed_live - sched.saved_bytes + saved
-        return planned, (None if target is None else target + room), room
+            return forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
+        # Bytes saved for the backward, on top of what is live at the seed anyway (inputs, outputs).
+        saved = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
+        _, sched = forward_budget_bytes(graph, mapping, joint, 1.0, self.time_limit, seed_op)
+        return sched.seed_live - sched.saved_bytes + saved
 
     @staticmethod
     def _saved_nodes(gm, joint: Joint, mapping: Mapping, sched: Schedule) -> list:
@@ -185,7 +197,10 @@ class Partitioner(CustomPartitionerFn):
             if t == PHANTOM:
                 continue
             base = next((by_name[m] for m in mapping.members[t] if by_name[m].op == "call_function"), None)
-            if base is not None and base.name in forward:
+            # An output of a forward op only the backward reads (attention's log-sum-exp) is not itself an
+            # ancestor of the forward's outputs: its producer is.
+            made = base.args[0] if base is not None and base.target is operator.getitem else base
+            if made is not None and made.name in forward:
                 keep.append(base)
         # What the step returns lives anyway; the backward reads it from the forward's outputs.
         returned = set(joint.forward_roots)
@@ -193,7 +208,7 @@ class Partitioner(CustomPartitionerFn):
                  and any(u.name not in forward for u in by_name[k].users)]
         # A random forward op is never recomputed (build_graph kept its outputs to the end): they are saved.
         for n in gm.graph.nodes:
-            if n.name in forward and n.op == "call_function" and _is_random_node(n):
+            if n.name in forward and n.op == "call_function" and _is_random(n):
                 outs = [u for u in n.users if u.target is operator.getitem] \
                     if isinstance(n.meta.get("val"), (tuple, list)) else [n]
                 keep += [o for o in outs if any(u.name not in forward for u in o.users)]
@@ -224,6 +239,71 @@ class Partitioner(CustomPartitionerFn):
         return out
 
 
+def _zeroed(graph: dict, names) -> dict:
+    """`graph` with 0 bytes for the tensors `names`."""
+    zero = set(names)
+    if not zero:
+        return graph
+    return dict(graph, tensors=[dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]])
+
+
+def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> list:
+    """The backward tensors of `graph` Inductor fuses away (never allocated). A tensor a point-wise op makes
+    and only point-wise ops and reductions read is computed inside its readers' kernels (Inductor inlines
+    point-wise producers into their consumers) and never allocated. A tensor the step returns, or that
+    another kind of op reads (a matrix product, a convolution, attention: kernels outside Inductor's code
+    generation) keeps its bytes. So does every forward tensor: a plan may keep one across the boundary (to
+    recompute a reader in the backward), and Inductor allocates what the forward saves; the forward's
+    transients are then counted in full, which overstates the forward's memory, never understates it."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+
+    def tagged(op_name, *tags):
+        node = by_name.get(mapping.op_node.get(op_name))
+        have = getattr(getattr(node, "target", None), "tags", ())
+        return node is not None and any(t in have for t in tags)
+    producer, readers = {}, {}
+    for op in graph["ops"]:
+        for t in op["outputs"]:
+            producer[t] = op
+        for t in op["inputs"]:
+            readers.setdefault(t, []).append(op)
+    keep = set(graph.get("outputs", []))
+    fused = []
+    for t in graph["tensors"]:
+        name = t["name"]
+        op = producer.get(name)
+        if t.get("persistent") or name in keep or op is None or not t["bytes"] or len(op["outputs"]) != 1:
+            continue
+        rs = readers.get(name, [])
+        if rs and op["phase"] == "backward" and tagged(op["name"], torch.Tag.pointwise) and all(
+                r["phase"] == "backward" and tagged(r["name"], torch.Tag.pointwise, torch.Tag.reduction) for r in rs):
+            fused.append(name)
+    return fused
+
+
+def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+    """`graph` with ``inplace`` pairs on its point-wise ops: Inductor writes a point-wise kernel's output over an
+    input of the same size that dies there (``config.inplace_buffers``), and a plan may do the same."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    nbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
+    fixed = {t["name"] for t in graph["tensors"] if t.get("persistent")} | set(graph.get("outputs", []))
+    ops = []
+    for op in graph["ops"]:
+        node = by_name.get(mapping.op_node.get(op["name"]))
+        if node is not None and torch.Tag.pointwise in getattr(node.target, "tags", ()):
+            pairs, used = [], set()
+            for y in op["outputs"]:  # one input per output, each input for one output
+                x = next((x for x in op["inputs"] if x not in fixed and x not in used and nbytes.get(x)
+                          and nbytes.get(x) == nbytes.get(y)), None)
+                if x is not None:
+                    pairs.append([x, y])
+                    used.add(x)
+            if pairs:
+                op = dict(op, inplace=pairs)
+        ops.append(op)
+    return dict(graph, ops=ops)
+
+
 def _forward_nodes(joint: Joint) -> set:
     by_name = {n.name: n for n in joint.gm.graph.nodes}
     forward, stack = set(), [by_name[k] for k in joint.forward_roots]
@@ -234,10 +314,6 @@ def _forward_nodes(joint: Joint) -> set:
         forward.add(n.name)
         stack.extend(n.all_input_nodes)
     return forward
-
-
-def _is_random_node(n: torch.fx.Node) -> bool:
-    return torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
 
 
 def _in_plan_order(bw: torch.fx.GraphModule, sched: Schedule, mapping: Mapping) -> None:

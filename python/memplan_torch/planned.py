@@ -362,17 +362,18 @@ def forward_memory_graph(graph: dict, seed_op: str | None = None) -> tuple[dict,
 
 def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0):
     """A fraction f in (0, 1] is a budget on the bytes saved for the backward, as PyTorch's
-    ``activation_memory_budget`` is, turned into the peak memplan plans for: the store-all plan's peak
+    ``activation_memory_budget`` is, turned into the peak memplan plans for: the store-all plan's arena
     A less the (1 - f) share of what store-all saves, S: A - (1 - f) S (the peak the step would have if
-    saving f S instead of S changed nothing else). Other budgets pass through (bytes, '2GB', '40%' of the
-    store-all arena). Returns (budget for memplan, the store-all schedule or None)."""
+    saving f S instead of S changed nothing else; at f = 1, store-all's own arena). Other budgets pass
+    through (bytes, '2GB', '40%' of the store-all arena). Returns (budget for memplan, the store-all
+    schedule or None)."""
     if not isinstance(budget, float):
         return budget, None
     if not 0 < budget <= 1:
         raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
     store_all, _ = command.plan(graph, None, time_limit=time_limit)
     sched = schedule_of(graph, mapping, store_all, joint)
-    return round(sched.live_peak - (1 - budget) * sched.saved_bytes), sched
+    return round(max(sched.live_peak, sched.arena) - (1 - budget) * sched.saved_bytes), sched
 
 
 _UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,

@@ -21,6 +21,22 @@ def _mlp(dropout=0.0):
     return nn.Sequential(*layers, nn.Linear(32, 10))
 
 
+class _Attention(nn.Module):
+    """A small self-attention classifier: scaled_dot_product_attention (tagged random for its dropout_p) between
+    linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.qkv, self.out, self.head = nn.Linear(32, 96), nn.Linear(32, 32), nn.Linear(32, 10)
+
+    def forward(self, x):  # x: (128, 32) read as 8 sequences of 16 tokens
+        q, k, v = self.qkv(x.view(8, 16, 32)).view(8, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = self.out(a.transpose(1, 2).reshape(8, 16, 32)).view(128, 32)
+        return self.head(nn.functional.gelu(h) + x)
+
+
 def _data():
     g = torch.Generator().manual_seed(1)
     return torch.randn(128, 32, generator=g), torch.randint(0, 10, (128,), generator=g)
@@ -70,10 +86,11 @@ def test_dropout_is_drawn_once():
     assert random_ops and not set(random_ops) & set(p.schedule.recomputed)
 
 
-def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps():
-    model = _mlp()
+@pytest.mark.parametrize("make,budget_on", [(_mlp, "peak"), (_Attention, "saved")])
+def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps(make, budget_on):
+    model = make()
     ref = copy.deepcopy(model)
-    part = mt.Partitioner(0.5, time_limit=2)
+    part = mt.Partitioner(0.5, budget_on=budget_on, time_limit=2)
     step = _compiled(model, part)
     opt, ref_opt = (torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, ref))
     x, y = _data()
@@ -90,7 +107,8 @@ def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps():
         opt.step()
         ref_opt.step()
     (p,) = part.partitions
-    ok, report = command.check(p.graph, p.plan)
+    assert not any(o.get("random") for o in p.graph["ops"])  # attention with dropout_p=0 draws nothing
+    ok, report = command.check(p.planned, p.plan)
     assert ok, report
     # The plan recomputes, and the backward module runs exactly those forward ops again.
     assert p.schedule.recomputed and p.recomputed
@@ -114,12 +132,13 @@ def _saved_bytes(p):
     return sum(n.meta["val"].untyped_storage().nbytes() for n in out[n_fwd:] if n.op != "placeholder")
 
 
-def test_a_saved_budget_bounds_what_the_forward_saves():
+@pytest.mark.parametrize("make", [_mlp, _Attention])
+def test_a_saved_budget_bounds_what_the_forward_saves(make):
     store_all = mt.Partitioner(None)
-    _compiled(_mlp(), store_all)
+    _compiled(make(), store_all)
     full = _saved_bytes(store_all.partitions[0])
     half = mt.Partitioner(full // 2, budget_on="saved", time_limit=2)
-    _compiled(_mlp(), half)
+    _compiled(make(), half)
     (p,) = half.partitions
     assert 0 < _saved_bytes(p) <= full // 2 and p.recomputed
 
