@@ -63,6 +63,20 @@ def table(header, rows):
     sys.stdout.flush()
 
 
+def row_printer(header, path=None):
+    """Prints a markdown table's header, and returns the function that prints one row of it (a list of cells);
+    each line is also appended to `path` when given, a row as it is known."""
+    def put(cols):
+        line = "| " + " | ".join(cols) + " |"
+        print(line, flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(line + "\n")
+    put(header)
+    put(["---"] * len(header))
+    return put
+
+
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

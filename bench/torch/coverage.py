@@ -25,7 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, grad_diff, isolated, log, planned_peak, rel  # noqa: E402
+from common import emit, grad_diff, isolated, log, planned_peak, rel, row_printer  # noqa: E402
 from hf_families import FAMILIES, build  # noqa: E402
 
 import torch  # noqa: E402
@@ -161,16 +161,7 @@ def main() -> None:
             raise SystemExit(f"unknown model '{n}' (known: {' '.join(MODELS)})")
     child = [f"--time-limit={args.time_limit}", f"--budget={args.budget}", f"--batch={args.batch}",
              f"--steps={args.steps}", f"--lr={args.lr}", "--one"] + ([f"--image={args.image}"] if args.image else [])
-    out = open(args.out, "a") if args.out else None
-
-    def put(cols):
-        line = "| " + " | ".join(cols) + " |"
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
-    put(HEADER)
-    put(["---"] * len(HEADER))
+    put = row_printer(HEADER, args.out)
     for n in names:
         log(f"{n}: starting")
         try:
@@ -178,8 +169,6 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - a failing model must not stop the others
             r = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
         put(cells(n, r))
-    if out:
-        out.close()
 
 
 if __name__ == "__main__":

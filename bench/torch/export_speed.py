@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, isolated, log  # noqa: E402
+from common import emit, isolated, log, row_printer  # noqa: E402
 from coverage import MODELS as COVERAGE, make  # noqa: E402
 
 import torch  # noqa: E402
@@ -119,16 +119,7 @@ def main() -> None:
             raise SystemExit(f"unknown model '{n}' (known: {' '.join(MODELS)})")
     header = ["model", "ops", "export s (fake)", "export s (real)", "trace s (fake / real)",
               "workspaces s (fake / real)", "CPU s (fake / real)", "same graph"] + (["plan s"] if args.plan else [])
-    out = open(args.out, "a") if args.out else None
-
-    def put(cols):
-        line = "| " + " | ".join(cols) + " |"
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
-    put(header)
-    put(["---"] * len(header))
+    put = row_printer(header, args.out)
     for n in args.models:
         runs = {w: [] for w in WAYS}
         for r in range(args.repeats):
@@ -146,8 +137,6 @@ def main() -> None:
             outcomes = sorted({x["outcome"] for x in runs["fake"]})
             cols.append(f"{statistics.median(x['plan'] for x in runs['fake']):.2f} ({', '.join(outcomes)})")
         put(cols)
-    if out:
-        out.close()
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, grad_diff, isolated, log  # noqa: E402
+from common import emit, grad_diff, isolated, log, row_printer  # noqa: E402
 
 import torch  # noqa: E402
 import torchvision  # noqa: E402
@@ -56,6 +56,8 @@ def build(name: str):
     import transformers as tf
     if name == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+        # transformers warns once about GPT-2's unset loss type, and Dynamo's full graph cannot trace the warning
+        model.loss_type = "ForCausalLM"
         vocab = 50257
     elif name == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(num_hidden_layers=4, hidden_size=512, intermediate_size=1376,
@@ -118,6 +120,12 @@ def compiled(model, loss_fn, inputs, targets, partitioner, budget=None):
     return fn, seconds
 
 
+def _inner(e: Exception) -> str:
+    """The error a failed compile reports: Dynamo's BackendCompilerFailed wraps memplan's."""
+    inner = getattr(e, "inner_exception", None) or e
+    return f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"
+
+
 def one(name: str, f: float, repeats: int) -> dict:
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -154,14 +162,12 @@ def one(name: str, f: float, repeats: int) -> dict:
     try:
         add("memplan peak", Recording(peak), planner=peak)
     except Exception as e:  # noqa: BLE001 - an infeasible peak is a row too
-        inner = getattr(e, "inner_exception", None) or e  # Dynamo's BackendCompilerFailed wraps memplan's error
-        arms["memplan peak"] = {"error": f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"}
+        arms["memplan peak"] = {"error": _inner(e)}
     own = Partitioner(f, budget_on="peak", time_limit=10)
     try:
         add("memplan f", Recording(own), planner=own)
     except Exception as e:  # noqa: BLE001
-        inner = getattr(e, "inner_exception", None) or e
-        arms["memplan f"] = {"error": f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"}
+        arms["memplan f"] = {"error": _inner(e)}
     live = [a for a in arms.values() if "step" in a]
     for a in live:  # warm-up
         a["step"]()
@@ -201,16 +207,7 @@ def main() -> None:
         return
     header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
               "grad rel diff", "note"]
-    out = open(args.out, "a") if args.out else None
-
-    def put(cols):
-        line = "| " + " | ".join(cols) + " |"
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
-    put(header)
-    put(["---"] * len(header))
+    put = row_printer(header, args.out)
     for name in args.models:
         for f in [float(x) for x in args.budgets.split(",")]:
             try:
@@ -234,8 +231,6 @@ def main() -> None:
                      f"{1e3 * a['time']:.1f}", f"{a['compile']:.1f}",
                      f"{a['partition']:.2f} ({100 * a['partition'] / a['compile']:.0f} %)",
                      f"{a['grad']:.1e}" + (f" ({a['missing']} missing)" if a["missing"] else ""), note])
-    if out:
-        out.close()
 
 
 if __name__ == "__main__":

@@ -525,6 +525,25 @@ def node_work(n: torch.fx.Node, out_tensors: list | None = None) -> _costs.OpWor
                          precision=_costs.precision_of(v.dtype for v in in_vals))
 
 
+def forward_roots(joint: Joint) -> list:
+    """Names of the nodes whose ancestors are the forward: ``joint.forward_roots``, else the loss and the
+    mutated buffers."""
+    return joint.forward_roots if joint.forward_roots is not None else [joint.loss, *joint.mutations]
+
+
+def forward_nodes(joint: Joint) -> set:
+    """Names of the forward's nodes: what the forward roots depend on."""
+    by_name = {n.name: n for n in joint.gm.graph.nodes}
+    forward, stack = set(), [by_name[k] for k in forward_roots(joint)]
+    while stack:
+        n = stack.pop()
+        if n.name in forward:
+            continue
+        forward.add(n.name)
+        stack.extend(n.all_input_nodes)
+    return forward
+
+
 def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100", name: str = "model",
                 measured: dict | None = None, workspaces: dict | None = None) -> tuple[dict, Mapping]:
     """The memplan.graph (a dict ready for JSON) of `joint`, and how its names map onto the joint graph.
@@ -538,16 +557,8 @@ def build_graph(joint: Joint, optimizer: str = "sgd", cost: str = "roofline:v100
     nodes = list(graph.nodes)
     by_name = {n.name: n for n in nodes}
 
-    # Forward: what the loss and the mutated buffers depend on.
-    forward = set()
-    roots = joint.forward_roots if joint.forward_roots is not None else [joint.loss, *joint.mutations]
-    stack = [by_name[k] for k in roots]
-    while stack:
-        n = stack.pop()
-        if n.name in forward:
-            continue
-        forward.add(n.name)
-        stack.extend(n.all_input_nodes)
+    roots = forward_roots(joint)
+    forward = forward_nodes(joint)
     # What the trace runs before the backward's seed but neither the loss nor a mutation needs (copies
     # that only the backward reads) is backward work, as in PyTorch's own partitioners: for an in-place
     # op whose derivative reads its input (torchvision's ReLU6(inplace=True), a hardtanh_),

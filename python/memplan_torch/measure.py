@@ -204,6 +204,12 @@ def node_workspaces(gm: torch.fx.GraphModule, args: list, warmup: int | None = N
         with _quiet_stderr():
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
                 _MarkingInterpreter(gm, garbage_collect_values=True).run(*args)
+    return _range_workspaces(prof)
+
+
+def _range_workspaces(prof) -> dict[str, int]:
+    """Per ``memplan_torch::NAME`` range of a CPU profile with memory: the largest running sum of the CPU
+    allocator's events inside it less what is still held at its end."""
     events = prof.profiler.kineto_results.events()
     ranges = []
     for e in events:
@@ -227,6 +233,78 @@ def node_workspaces(gm: torch.fx.GraphModule, args: list, warmup: int | None = N
         if ws > 0:
             out[node] = max(out.get(node, 0), int(ws))
     return out
+
+
+def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bool]) -> dict[str, int]:
+    """Workspaces of the call_function nodes `select` picks, each measured by running the node alone on
+    zero-filled tensors shaped, strided and placed as its inputs' fake values (``meta["val"]``): what
+    `node_workspaces` measures, without the graph's real inputs, its parameters or a run of the whole step
+    (a partitioner has fake tensors only). Nodes with the same op and argument shapes are measured once.
+    Memory: one node's inputs and outputs at a time. Random nodes draw from the caller's generators, which
+    are left as they were."""
+    def fake_of(a):
+        return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+    def signature(v):
+        if isinstance(v, torch.Tensor):
+            return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype), str(v.device))
+        if isinstance(v, (list, tuple)):
+            return tuple(signature(x) for x in v)
+        return repr(v)
+
+    def real(v):
+        if isinstance(v, torch.Tensor):  # zeros: valid indices, finite values
+            return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device).zero_()
+        if isinstance(v, (list, tuple)):
+            return type(v)(real(x) for x in v)
+        return v
+
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and select(n)]
+    first: dict = {}    # signature -> first node of it
+    same: dict = {}     # node name -> the node measured for it
+    for n in nodes:
+        args = torch.fx.node.map_aggregate(n.args, fake_of)
+        kwargs = torch.fx.node.map_aggregate(n.kwargs, fake_of)
+        key = (str(n.target), signature(args), signature(kwargs))
+        if key in first:
+            same[n.name] = first[key].name
+            continue
+        first[key] = n
+        same[n.name] = n.name
+    measured: dict[str, int] = {}
+    devices = {v.device for n in first.values() for v in _tensors_in(n) if isinstance(v, torch.Tensor)}
+    cuda = next((d for d in devices if d.type == "cuda"), None)
+    # A partitioner runs inside the compiler's fake tensor mode: real kernels run with every mode set aside.
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes(), torch.no_grad(), _device.preserved_rng([d for d in devices if d.type == "cuda"]):
+        if cuda is not None:
+            for n in first.values():
+                args = real(torch.fx.node.map_aggregate(n.args, fake_of))
+                kwargs = real(torch.fx.node.map_aggregate(n.kwargs, fake_of))
+                torch.cuda.synchronize(cuda)
+                torch.cuda.reset_peak_memory_stats(cuda)
+                result = n.target(*args, **kwargs)
+                torch.cuda.synchronize(cuda)
+                measured[n.name] = max(0, torch.cuda.max_memory_allocated(cuda) - torch.cuda.memory_allocated(cuda))
+                del result, args, kwargs
+        else:
+            from torch.profiler import ProfilerActivity, profile
+            with _quiet_stderr():
+                with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                    for n in first.values():
+                        args = real(torch.fx.node.map_aggregate(n.args, fake_of))
+                        kwargs = real(torch.fx.node.map_aggregate(n.kwargs, fake_of))
+                        with torch.profiler.record_function("memplan_torch::" + n.name):
+                            result = n.target(*args, **kwargs)
+                        del result, args, kwargs
+            measured = _range_workspaces(prof)
+    return {name: measured[m] for name, m in same.items() if measured.get(m, 0) > 0}
+
+
+def _tensors_in(n: torch.fx.Node) -> list:
+    vals = []
+    torch.fx.node.map_aggregate(n.args, lambda a: vals.append(a.meta.get("val")) if isinstance(a, torch.fx.Node) else a)
+    return vals
 
 
 def _flat_state(model):

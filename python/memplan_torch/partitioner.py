@@ -40,7 +40,7 @@ import torch.fx
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from . import command
-from .export import Joint, Mapping, _is_random, build_graph
+from .export import Joint, Mapping, _is_random, build_graph, forward_nodes
 from .planned import PHANTOM, Schedule, budget_bytes, forward_budget_bytes, forward_memory_graph, schedule_of
 
 
@@ -107,13 +107,17 @@ class Partitioner(CustomPartitionerFn):
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
     "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. ``fusion`` (default True): the plan sees
     the step as Inductor runs it: the tensors Inductor fuses away cost no memory (``inductor_fused``), and a
-    point-wise op may write its output over a same-sized input that dies there (``inductor_inplace``). Each compiled region is planned under
+    point-wise op may write its output over a same-sized input that dies there (``inductor_inplace``).
+    ``workspace``: "measured" (default): the temporaries of the kernels Inductor calls rather than generates
+    (matrix products, convolutions, attention), each op run once alone on zero-filled inputs of its shapes
+    on the region's device; "none": no workspaces. Each compiled region is planned under
     the whole budget on its own (a region's step is planned as if it were the only one: regions run one
     after the other, and what one region's caller holds is outside its graph).
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
-                 time_limit: float = 10.0, fusion: bool = True, progress: Callable[[str], None] | None = None):
+                 time_limit: float = 10.0, fusion: bool = True, workspace: str = "measured",
+                 progress: Callable[[str], None] | None = None):
         if budget_on not in ("peak", "saved"):
             raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
         if isinstance(budget, float) and not 0 < budget <= 1:
@@ -121,13 +125,15 @@ class Partitioner(CustomPartitionerFn):
         from . import costs
         costs.parse(cost)
         self.budget, self.budget_on, self.cost, self.remat = budget, budget_on, cost, remat
-        self.time_limit, self.fusion, self.progress = time_limit, fusion, progress
+        if workspace not in ("measured", "none"):
+            raise ValueError(f"workspace '{workspace}': expected 'measured' or 'none'")
+        self.time_limit, self.fusion, self.workspace, self.progress = time_limit, fusion, workspace, progress
         self.partitions: list[Partition] = []
 
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
-                f"{self.time_limit}:{self.fusion}:{_source_digest()}")
+                f"{self.time_limit}:{self.fusion}:{self.workspace}:{_source_digest()}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         from torch._functorch.partitioners import _extract_fwd_bwd_modules
@@ -138,6 +144,8 @@ class Partitioner(CustomPartitionerFn):
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
         graph, mapping = build_graph(joint, None, self.cost, "region")
+        if self.workspace == "measured":
+            graph = _with_workspaces(graph, mapping, gm)
         fused = inductor_fused(graph, mapping, gm) if self.fusion else []
         if self.fusion:
             graph = inductor_inplace(graph, mapping, gm)
@@ -164,7 +172,7 @@ class Partitioner(CustomPartitionerFn):
             gm, saved, saved_sym_nodes=self._saved_sym_nodes(gm, joint), num_fwd_outputs=num_fwd_outputs,
             static_lifetime_input_nodes=OrderedSet(primals[i] for i in static if i < len(primals)))
         _in_plan_order(bw, sched, mapping)
-        fwd_names = set(_forward_nodes(joint))
+        fwd_names = set(forward_nodes(joint))
         recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in fwd_names]
         self.partitions.append(Partition(graph=graph, mapping=mapping, plan=plan, planned=planned, schedule=sched, budget=target,
                                          saved=[n.name for n in saved], recomputed=recomputed, report=report,
@@ -191,7 +199,7 @@ class Partitioner(CustomPartitionerFn):
         plan keeps across the boundary, the forward outputs the backward reads, and the inputs (primals)
         the backward or its recomputations read."""
         by_name = {n.name: n for n in gm.graph.nodes}
-        forward = _forward_nodes(joint)
+        forward = forward_nodes(joint)
         keep = []
         for t in sched.saved:
             if t == PHANTOM:
@@ -230,13 +238,34 @@ class Partitioner(CustomPartitionerFn):
     @staticmethod
     def _saved_sym_nodes(gm, joint: Joint) -> list:
         """Forward symbolic sizes the backward reads (dynamic shapes), as PyTorch's partitioners save them."""
-        forward = _forward_nodes(joint)
+        forward = forward_nodes(joint)
         out = []
         for n in gm.graph.nodes:
             if n.name in forward and isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)) \
                     and any(u.name not in forward for u in n.users):
                 out.append(n)
         return out
+
+
+def _with_workspaces(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+    """`graph` with the workspaces of the ops whose kernels Inductor does not generate (matrix products,
+    convolutions, attention: oneDNN's, cuBLAS's and cuDNN's temporaries), each measured by running the op
+    alone on zero-filled inputs of its shapes on the region's device (``measure.op_workspaces``)."""
+    from .measure import op_workspaces
+
+    def extern(n):
+        tags = getattr(n.target, "tags", None)
+        return isinstance(n.target, torch._ops.OpOverload) and tags is not None and \
+            torch.Tag.pointwise not in tags and torch.Tag.reduction not in tags and not _is_random(n) and \
+            not n.target.is_view
+    ws = op_workspaces(gm, extern)
+    if not ws:
+        return graph
+    ops = []
+    for op in graph["ops"]:
+        w = ws.get(mapping.op_node.get(op["name"]), 0)
+        ops.append(dict(op, workspace=max(w, op.get("workspace", 0))) if w else op)
+    return dict(graph, ops=ops)
 
 
 def _zeroed(graph: dict, names) -> dict:
@@ -302,18 +331,6 @@ def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
                 op = dict(op, inplace=pairs)
         ops.append(op)
     return dict(graph, ops=ops)
-
-
-def _forward_nodes(joint: Joint) -> set:
-    by_name = {n.name: n for n in joint.gm.graph.nodes}
-    forward, stack = set(), [by_name[k] for k in joint.forward_roots]
-    while stack:
-        n = stack.pop()
-        if n.name in forward:
-            continue
-        forward.add(n.name)
-        stack.extend(n.all_input_nodes)
-    return forward
 
 
 def _in_plan_order(bw: torch.fx.GraphModule, sched: Schedule, mapping: Mapping) -> None:

@@ -112,3 +112,18 @@ def test_preserved_rng_restores_the_cpu_generator():
         torch.manual_seed(4)
         torch.rand(10)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_an_op_alone_on_zeros_has_the_workspace_it_has_in_the_step():
+    # What the partitioner measures (each op alone, zero-filled inputs of its fake values' shapes) against what
+    # the export measures (a run of the whole step on the real inputs), on the convolutions of a small CNN.
+    from memplan_torch.export import autocast_as, export_with_mapping, placeholder_values
+    model, inputs, targets, _ = models.small_cnn()
+    _, joint, _ = export_with_mapping(model, inputs, targets=targets, workspace="none")
+    with autocast_as(()):
+        whole = measure.node_workspaces(joint.gm, placeholder_values(joint, tuple(inputs) + tuple(targets)))
+    convs = lambda n: "convolution" in str(n.target)  # noqa: E731
+    alone = measure.op_workspaces(joint.gm, convs)
+    names = [n.name for n in joint.gm.graph.nodes if n.op == "call_function" and convs(n)]
+    assert names and any(whole.get(n, 0) > 0 for n in names)
+    assert {n: alone.get(n, 0) for n in names} == {n: whole.get(n, 0) for n in names}
