@@ -1,6 +1,6 @@
 """memplan's partitioner against PyTorch's inside torch.compile (Inductor), side by side in one process.
 
-    build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--out FILE] [MODEL ...]
+    build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--dtype float32|float64] [--out FILE] [MODEL ...]
 
 For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
 step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times with Inductor on this machine:
@@ -18,7 +18,10 @@ region's inputs), the measured peak of one step (``measure.peak_of``: the CPU al
 which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the
 arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and empty
 kernel caches for each compile) with the partitioner's share, and the largest relative gradient difference against
-eager PyTorch (``common.grad_diff``). Dropout is 0 in every model, so that the gradients compare.
+eager PyTorch (``common.grad_diff``). Dropout is 0 in every model, so that the gradients compare. ``--dtype float64``
+runs the models in double precision: a deep network with batch norm at a small batch (ResNet-50) amplifies float32's
+round-off until eager and any compiled step differ by far more than 1e-4 whatever the partition, and float64 shows
+what the partition itself does to the gradients.
 
 Models: torchvision ResNet-50 (batch 8, 224x224), Hugging Face GPT-2 small (12 layers, hidden 768, 2 x 256
 tokens), a Hugging Face Llama (4 layers, hidden 512, 8 heads, 4 KV heads, FFN 1376, vocabulary 32000, 2 x 256),
@@ -126,7 +129,7 @@ def _inner(e: Exception) -> str:
     return f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"
 
 
-def one(name: str, f: float, repeats: int) -> dict:
+def one(name: str, f: float, repeats: int, dtype: str = "float32") -> dict:
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     from memplan_torch import Partitioner
@@ -137,6 +140,9 @@ def one(name: str, f: float, repeats: int) -> dict:
     compiled(tiny, lambda m, i, t: torch.nn.functional.cross_entropy(m(*i), *t), (torch.randn(4, 8),),
              (torch.tensor([0, 1, 0, 1]),), Recording(min_cut_rematerialization_partition).fn)
     model, inputs, targets, loss_fn = build(name)
+    if dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+        inputs = tuple(i.to(getattr(torch, dtype)) if i.is_floating_point() else i for i in inputs)
     ref = copy.deepcopy(model)
     loss_fn(ref, inputs, targets).backward()
     resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
@@ -156,14 +162,14 @@ def one(name: str, f: float, repeats: int) -> dict:
                        "partition": rec.seconds, "grad": diff, "missing": missing, "times": [],
                        "planner": planner}
     add("pytorch", Recording(min_cut_rematerialization_partition), budget=f)
-    saved = Partitioner(max(arms["pytorch"]["saved"], 1), budget_on="saved", time_limit=10)
+    saved = Partitioner(max(arms["pytorch"]["saved"], 1), budget_on="saved")
     add("memplan saved", Recording(saved), planner=saved)
-    peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak", time_limit=10)
+    peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak")
     try:
         add("memplan peak", Recording(peak), planner=peak)
     except Exception as e:  # noqa: BLE001 - an infeasible peak is a row too
         arms["memplan peak"] = {"error": _inner(e)}
-    own = Partitioner(f, budget_on="peak", time_limit=10)
+    own = Partitioner(f, budget_on="peak")
     try:
         add("memplan f", Recording(own), planner=own)
     except Exception as e:  # noqa: BLE001
@@ -200,10 +206,12 @@ def main() -> None:
     ap.add_argument("--budgets", default="1.0,0.7,0.5,0.3", help="fractions f (activation_memory_budget)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                    help="the models' weights and inputs (float64: gradients free of float32's round-off)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one model at this fraction
     args = ap.parse_args()
     if args.one:
-        emit(one(args.models[0], float(args.one), args.repeats))
+        emit(one(args.models[0], float(args.one), args.repeats, args.dtype))
         return
     header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
               "grad rel diff", "note"]
@@ -211,7 +219,8 @@ def main() -> None:
     for name in args.models:
         for f in [float(x) for x in args.budgets.split(",")]:
             try:
-                r = isolated(os.path.abspath(__file__), [name, f"--one={f}", f"--repeats={args.repeats}"])
+                r = isolated(os.path.abspath(__file__),
+                             [name, f"--one={f}", f"--repeats={args.repeats}", f"--dtype={args.dtype}"])
             except Exception as e:  # noqa: BLE001 - a failing configuration must not stop the others
                 put([name, f"{f}", "-", "-", "-", "-", "-", "-", "-", f"FAILED: {e}"])
                 continue

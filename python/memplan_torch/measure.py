@@ -235,17 +235,31 @@ def _range_workspaces(prof) -> dict[str, int]:
     return out
 
 
-def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bool]) -> dict[str, int]:
+def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bool],
+                  layout: Callable[[torch.fx.Node, torch.fx.Node], torch.memory_format | None] | None = None
+                  ) -> dict[str, int]:
     """Workspaces of the call_function nodes `select` picks, each measured by running the node alone on
     zero-filled tensors shaped, strided and placed as its inputs' fake values (``meta["val"]``): what
     `node_workspaces` measures, without the graph's real inputs, its parameters or a run of the whole step
-    (a partitioner has fake tensors only). Nodes with the same op and argument shapes are measured once.
+    (a partitioner has fake tensors only). ``layout(node, input)``, when given and not None for an input,
+    is the memory format that input arrives in instead (a compiler that changes layouts: Inductor's
+    channels-last convolutions). Nodes with the same op and argument shapes are measured once.
     Memory: one node's inputs and outputs at a time. Random nodes draw from the caller's generators, which
     are left as they were."""
+    current: list = [None]  # the node whose arguments are being mapped, for `layout`
+
     def fake_of(a):
-        return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+        if not isinstance(a, torch.fx.Node):
+            return a
+        v = a.meta.get("val")
+        fmt = layout(current[0], a) if layout is not None and isinstance(v, torch.Tensor) else None
+        if fmt is None or v.is_contiguous(memory_format=fmt):
+            return v
+        return _Formatted(v, fmt)
 
     def signature(v):
+        if isinstance(v, _Formatted):
+            return ("F", signature(v.fake), str(v.fmt))
         if isinstance(v, torch.Tensor):
             return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype), str(v.device))
         if isinstance(v, (list, tuple)):
@@ -253,6 +267,8 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
         return repr(v)
 
     def real(v):
+        if isinstance(v, _Formatted):
+            return torch.zeros(v.fake.shape, dtype=v.fake.dtype, device=v.fake.device).contiguous(memory_format=v.fmt)
         if isinstance(v, torch.Tensor):  # zeros: valid indices, finite values
             return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device).zero_()
         if isinstance(v, (list, tuple)):
@@ -262,9 +278,12 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and select(n)]
     first: dict = {}    # signature -> first node of it
     same: dict = {}     # node name -> the node measured for it
+    def arguments(n):
+        current[0] = n
+        return torch.fx.node.map_aggregate(n.args, fake_of), torch.fx.node.map_aggregate(n.kwargs, fake_of)
+
     for n in nodes:
-        args = torch.fx.node.map_aggregate(n.args, fake_of)
-        kwargs = torch.fx.node.map_aggregate(n.kwargs, fake_of)
+        args, kwargs = arguments(n)
         key = (str(n.target), signature(args), signature(kwargs))
         if key in first:
             same[n.name] = first[key].name
@@ -279,8 +298,7 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
     with _disable_current_modes(), torch.no_grad(), _device.preserved_rng([d for d in devices if d.type == "cuda"]):
         if cuda is not None:
             for n in first.values():
-                args = real(torch.fx.node.map_aggregate(n.args, fake_of))
-                kwargs = real(torch.fx.node.map_aggregate(n.kwargs, fake_of))
+                args, kwargs = (real(x) for x in arguments(n))
                 torch.cuda.synchronize(cuda)
                 torch.cuda.reset_peak_memory_stats(cuda)
                 result = n.target(*args, **kwargs)
@@ -292,13 +310,19 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
             with _quiet_stderr():
                 with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
                     for n in first.values():
-                        args = real(torch.fx.node.map_aggregate(n.args, fake_of))
-                        kwargs = real(torch.fx.node.map_aggregate(n.kwargs, fake_of))
+                        args, kwargs = (real(x) for x in arguments(n))
                         with torch.profiler.record_function("memplan_torch::" + n.name):
                             result = n.target(*args, **kwargs)
                         del result, args, kwargs
             measured = _range_workspaces(prof)
     return {name: measured[m] for name, m in same.items() if measured.get(m, 0) > 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Formatted:
+    """An argument of `op_workspaces` to be made in another memory format than its fake value's."""
+    fake: torch.Tensor
+    fmt: torch.memory_format
 
 
 def _tensors_in(n: torch.fx.Node) -> list:

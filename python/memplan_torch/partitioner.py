@@ -116,7 +116,7 @@ class Partitioner(CustomPartitionerFn):
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
-                 time_limit: float = 10.0, fusion: bool = True, workspace: str = "measured",
+                 time_limit: float = 5.0, fusion: bool = True, workspace: str = "measured",
                  progress: Callable[[str], None] | None = None):
         if budget_on not in ("peak", "saved"):
             raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
@@ -250,7 +250,14 @@ class Partitioner(CustomPartitionerFn):
 def _with_workspaces(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
     """`graph` with the workspaces of the ops whose kernels Inductor does not generate (matrix products,
     convolutions, attention: oneDNN's, cuBLAS's and cuDNN's temporaries), each measured by running the op
-    alone on zero-filled inputs of its shapes on the region's device (``measure.op_workspaces``)."""
+    alone on zero-filled inputs of its shapes on the region's device (``measure.op_workspaces``).
+
+    Where Inductor lays 2-D convolutions out channels-last (its layout optimisation, which it decides per
+    graph: on the CPU whenever oneDNN runs the convolutions), a convolution's inputs are measured in that
+    layout. Inductor then also copies each region input a convolution reads (a weight, the image) into
+    channels-last once in the forward and hands the copy to the backward: such an input counts twice its
+    bytes, for the whole step (the copy lives from its first convolution in the forward to its last in the
+    backward; counting it from the start overstates the memory before that convolution, never understates)."""
     from .measure import op_workspaces
 
     def extern(n):
@@ -258,14 +265,46 @@ def _with_workspaces(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
         return isinstance(n.target, torch._ops.OpOverload) and tags is not None and \
             torch.Tag.pointwise not in tags and torch.Tag.reduction not in tags and not _is_random(n) and \
             not n.target.is_view
-    ws = op_workspaces(gm, extern)
-    if not ws:
-        return graph
+    channels_last = _inductor_channels_last(gm)
+
+    def layout(n, a):
+        v = a.meta.get("val")
+        return torch.channels_last if channels_last(n) and isinstance(v, torch.Tensor) and v.dim() == 4 else None
+    ws = op_workspaces(gm, extern, layout)
+    copied = {a.name for n in gm.graph.nodes if n.op == "call_function" and channels_last(n)
+              for a in n.all_input_nodes if a.op == "placeholder" and layout(n, a) is not None
+              and not a.meta["val"].is_contiguous(memory_format=torch.channels_last)}
+    twice = {t for name in copied for t in mapping.tensor_of.get(name, [])}
     ops = []
     for op in graph["ops"]:
         w = ws.get(mapping.op_node.get(op["name"]), 0)
         ops.append(dict(op, workspace=max(w, op.get("workspace", 0))) if w else op)
-    return dict(graph, ops=ops)
+    tensors = [dict(t, bytes=2 * t["bytes"]) if t["name"] in twice else t for t in graph["tensors"]]
+    return dict(graph, ops=ops, tensors=tensors)
+
+
+def _inductor_channels_last(gm: torch.fx.GraphModule) -> Callable[[torch.fx.Node], bool]:
+    """Whether Inductor runs a node of `gm` as a channels-last convolution: its layout optimisation
+    (``GraphLowering.decide_layout_opt``, a private API) on for the graph, and the node a 2-D convolution or
+    its backward."""
+    convs = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default)
+    if not any(n.target in convs for n in gm.graph.nodes):
+        return lambda n: False
+    from torch._inductor.graph import GraphLowering
+    try:
+        on = GraphLowering.decide_layout_opt(gm, is_inference=False)
+    except Exception:  # noqa: BLE001 - a heuristic of Inductor's that changed: measure as laid out
+        on = False
+    if not on:
+        return lambda n: False
+
+    def conv2d(n):
+        if n.target not in convs:
+            return False
+        x = n.args[1] if n.target is convs[1] else n.args[0]
+        v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        return isinstance(v, torch.Tensor) and v.dim() == 4
+    return conv2d
 
 
 def _zeroed(graph: dict, names) -> dict:
