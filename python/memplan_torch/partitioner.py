@@ -146,6 +146,8 @@ class Partitioner(CustomPartitionerFn):
         graph, mapping = build_graph(joint, None, self.cost, "region")
         if self.workspace == "measured":
             graph = _with_workspaces(graph, mapping, gm)
+        if self.fusion:
+            graph = inductor_inlined(graph, mapping, gm)
         fused = inductor_fused(graph, mapping, gm) if self.fusion else []
         if self.fusion:
             graph = inductor_inplace(graph, mapping, gm)
@@ -349,16 +351,89 @@ def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> l
     return fused
 
 
+# Point-wise ops Inductor inlines into several readers on any device (its CPU heuristic materialises a reused
+# value whose expression holds an exponential, a logarithm, a sigmoid or a tanh, and a long one).
+_LIGHT = frozenset(["add", "sub", "mul", "div", "neg", "where", "relu", "clamp", "clamp_min", "clamp_max",
+                    "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "abs", "reciprocal", "rsqrt", "sqrt",
+                    "convert_element_type", "bitwise_and", "bitwise_or", "bitwise_not", "logical_not",
+                    "logical_and", "logical_or"])
+_INLINED_READERS = 3  # at most this many readers of a light value (Inductor's realize_reads_threshold is 4)
+
+
+def inductor_inlined(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+    """`graph` without the forward tensors Inductor computes inside their readers' kernels: a forward
+    point-wise op's only output, read only by forward point-wise ops and reductions, and by one of them,
+    or by at most ``_INLINED_READERS`` when its expression (with what is inlined into it) is light. Such a
+    tensor is never allocated, and a plan cannot save it for the backward without Inductor allocating it:
+    its producer is merged into its readers (each reads the producer's inputs instead), so the plan
+    saves those inputs or recomputes them. A merged reader keeps its own cost: the inlined point-wise
+    work is memory-bound and reads what the tensor would have been made from."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+
+    def node_of(op):
+        return by_name.get(mapping.op_node.get(op["name"]))
+
+    def tagged(op, *tags):
+        have = getattr(getattr(node_of(op), "target", None), "tags", ())
+        return any(t in have for t in tags)
+
+    readers: dict = {}
+    for op in graph["ops"]:
+        for t in op["inputs"]:
+            readers.setdefault(t, []).append(op)
+    meta = {t["name"]: t for t in graph["tensors"]}
+    fixed = set(graph.get("outputs", []))
+    inlined: dict = {}   # tensor -> the tensors its readers read instead
+    heavy: dict = {}
+    ops = []
+    for op in graph["ops"]:
+        inputs = list(dict.fromkeys(x for t in op["inputs"] for x in inlined.get(t, [t])))
+        op = dict(op, inputs=inputs) if inputs != op["inputs"] else op
+        node = node_of(op)
+        outs = op["outputs"]
+        if op["phase"] == "forward" and len(outs) == 1 and node is not None and not _is_random(node) \
+                and tagged(op, torch.Tag.pointwise):
+            t = outs[0]
+            rs = readers.get(t, [])
+            packet = getattr(getattr(node.target, "overloadpacket", None), "__name__", "")
+            heavy[t] = packet not in _LIGHT or any(heavy.get(x, False) for x in op["inputs"])
+            if rs and t not in fixed and not meta[t].get("persistent") and all(
+                    r["phase"] == "forward" and tagged(r, torch.Tag.pointwise, torch.Tag.reduction) for r in rs) \
+                    and (len(rs) == 1 or (len(rs) <= _INLINED_READERS and not heavy[t])):
+                inlined[t] = inputs
+                continue
+        ops.append(op)
+    if not inlined:
+        return graph
+    gone = set(inlined)
+    inplace_ok = lambda op: [pair for pair in op.get("inplace", []) if pair[0] not in gone]  # noqa: E731
+    ops = [dict(op, inplace=inplace_ok(op)) if op.get("inplace") else op for op in ops]
+    return dict(graph, ops=ops, tensors=[t for t in graph["tensors"] if t["name"] not in gone])
+
+
+_SCATTERS = frozenset(["index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate", "index_add",
+                       "index_copy", "index_fill", "scatter", "scatter_add", "scatter_reduce", "slice_scatter",
+                       "select_scatter", "diagonal_scatter", "masked_scatter"])
+
+
 def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
     """`graph` with ``inplace`` pairs on its point-wise ops: Inductor writes a point-wise kernel's output over an
-    input of the same size that dies there (``config.inplace_buffers``), and a plan may do the same."""
+    input of the same size that dies there (``config.inplace_buffers``), and a plan may do the same. So do the
+    scatters (an embedding's backward, index_put, slice_scatter): Inductor copies the tensor scattered into
+    and scatters into the copy, which takes the tensor's buffer when the tensor dies there."""
     by_name = {n.name: n for n in gm.graph.nodes}
     nbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
     fixed = {t["name"] for t in graph["tensors"] if t.get("persistent")} | set(graph.get("outputs", []))
     ops = []
     for op in graph["ops"]:
         node = by_name.get(mapping.op_node.get(op["name"]))
-        if node is not None and torch.Tag.pointwise in getattr(node.target, "tags", ()):
+        packet = getattr(getattr(getattr(node, "target", None), "overloadpacket", None), "__name__", "")
+        if packet in _SCATTERS and len(op["outputs"]) == 1 and node.args and isinstance(node.args[0], torch.fx.Node):
+            y = op["outputs"][0]
+            x = next((x for x in mapping.tensor_of.get(node.args[0].name, []) if x in op["inputs"]), None)
+            if x is not None and x not in fixed and nbytes.get(x) == nbytes.get(y):
+                op = dict(op, inplace=[[x, y]])
+        elif node is not None and torch.Tag.pointwise in getattr(node.target, "tags", ()):
             pairs, used = [], set()
             for y in op["outputs"]:  # one input per output, each input for one output
                 x = next((x for x in op["inputs"] if x not in fixed and x not in used and nbytes.get(x)

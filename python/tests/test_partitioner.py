@@ -113,11 +113,16 @@ def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps(make, b
     # The plan recomputes, and the backward module runs exactly those forward ops again.
     assert p.schedule.recomputed and p.recomputed
     backward_steps = {p.schedule.steps[i][1] for i in range(p.schedule.split, len(p.schedule.steps))}
-    ops = [n for n in p.recomputed if n in p.mapping.op_node.values()]  # views and getitems are no ops
+    # Views and getitems are no ops; nor are the point-wise ops Inductor inlines into their readers
+    # (inductor_inlined), which the backward module runs again inside the readers it recomputes.
+    planned_ops = {p.mapping.op_node[o["name"]] for o in p.graph["ops"] if o["name"] in p.mapping.op_node}
+    ops = [n for n in p.recomputed if n in planned_ops]
     assert ops and set(ops) <= backward_steps
+    inlined = set(p.mapping.op_node.values()) - planned_ops
     # What crosses the boundary is the plan's kept tensors (each by its producing node), the forward's
     # output and the region's inputs; nothing else.
     kept = set(p.saved)
+    assert not kept & inlined, "the forward saves a tensor Inductor inlines into its readers"
     assert p.schedule.saved and all(kept & set(p.mapping.members[t]) for t in p.schedule.saved)
     planned = {n for t in p.schedule.saved for n in p.mapping.members[t]}
     loss = set(p.mapping.members[p.graph["memplan_torch"]["loss"]])
@@ -212,3 +217,47 @@ def test_a_peak_budget_holds_under_inductor_with_channels_last_convolutions(frac
     largest = max(t["bytes"] for t in p.graph["tensors"] if not t.get("persistent"))
     assert peak <= p.budget + largest, \
         f"measured {peak} B above the budget {p.budget} B and a tensor of {largest} B (plan {p.plan['arena_bytes']} B)"
+
+
+class _Embedder(nn.Module):
+    """Token embedding, a GELU block and a vocabulary-sized head: an embedding's backward scatters into a
+    zero-filled table, and the loss's log-softmax is a point-wise chain Inductor inlines."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.mid, self.head = nn.Embedding(2000, 64), nn.Linear(64, 64), nn.Linear(64, 2000)
+
+    def forward(self, ids):
+        return self.head(nn.functional.gelu(self.mid(self.emb(ids))))
+
+
+def test_inlined_forward_values_and_scatters_in_place_keep_the_peak_within_the_budget():
+    from memplan_torch.measure import peak_of, storage_bytes
+    from memplan_torch.partitioner import _SCATTERS
+    model = _Embedder().train()
+    ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
+    part = mt.Partitioner(1.0, time_limit=5)
+    torch._dynamo.reset()
+    ns = {"model": model, "F": nn.functional}
+    exec("def step(i):\n    return F.cross_entropy(model(i), i)\n", ns)
+    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        step = torch.compile(ns["step"], fullgraph=True)
+        step(ids).backward()
+    (p,) = part.partitions
+    nodes = {n.name: n for m in (p.forward, p.backward) for n in m.graph.nodes}
+
+    def packet(op):
+        n = nodes.get(p.mapping.op_node.get(op["name"]))
+        return getattr(getattr(getattr(n, "target", None), "overloadpacket", None), "__name__", "")
+    scatters = [o for o in p.graph["ops"] if o.get("inplace") and packet(o) in _SCATTERS]
+    assert scatters, "the embedding's backward may write over its zero-filled table"
+    assert len(p.graph["ops"]) < len(p.mapping.op_node), "no forward point-wise value was inlined"
+    ok, report = command.check(p.planned, p.plan)
+    assert ok, report
+    model.zero_grad(set_to_none=True)
+    resident = storage_bytes(list(model.parameters()) + [ids])
+    peak = peak_of(lambda: step(ids).backward(), resident)[0]
+    largest = max(t["bytes"] for t in p.graph["tensors"] if not t.get("persistent"))
+    assert peak <= p.budget + largest, f"measured {peak} B, budget {p.budget} B, plan {p.plan['arena_bytes']} B"
