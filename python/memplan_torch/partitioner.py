@@ -149,8 +149,8 @@ class Partitioner(CustomPartitionerFn):
         if self.fusion:
             graph = inductor_inlined(graph, mapping, gm)
         fused = inductor_fused(graph, mapping, gm) if self.fusion else []
-        if self.fusion:
-            graph = inductor_inplace(graph, mapping, gm)
+        if self.fusion:  # pairs between tensors of equal bytes once the fused ones cost none
+            graph = inductor_inplace(_zeroed(graph, fused), mapping, gm)
         t1 = time.perf_counter()
         if self.progress:
             self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")

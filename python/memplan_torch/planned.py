@@ -74,6 +74,10 @@ def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Sche
         # backward buffers, and this is the real step's memory.
         delta[b["first"]] += tbytes[t]
         delta[b["last"] + 1] -= tbytes[t]
+        if b.get("alias") in tbytes:  # written in place over a tensor that dies at this step: counted once
+            shared = min(tbytes[b["alias"]], tbytes[t])
+            delta[b["first"]] -= shared
+            delta[b["first"] + 1] += shared
         if t in persistent or t in returned:
             continue
         if b["last"] < n - 1:
