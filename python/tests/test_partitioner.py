@@ -42,17 +42,23 @@ def _data():
     return torch.randn(128, 32, generator=g), torch.randint(0, 10, (128,), generator=g)
 
 
-def _compiled(model, partitioner, caches=False):
+def _compiled(model, partitioner, caches=False, args=None, backward=False):
     """A compiled training step of `model` under `partitioner`, compiled afresh: Dynamo's frames reset, and
-    Inductor's and aot_autograd's caches off unless `caches` (they would serve an earlier run's partition)."""
+    Inductor's and aot_autograd's caches off unless `caches` (they would serve an earlier run's partition).
+    The step is the cross-entropy of ``model(x)`` against y, for `args` (x, y) (default ``_data()``), or
+    against the input itself for one argument; with `backward`, the first call's backward runs too."""
     torch._dynamo.reset()
     ns = {"model": model, "F": nn.functional}
-    exec("def step(x, y):\n    return F.cross_entropy(model(x), y)\n", ns)
+    if args is not None and len(args) == 1:
+        exec("def step(i):\n    return F.cross_entropy(model(i), i)\n", ns)
+    else:
+        exec("def step(x, y):\n    return F.cross_entropy(model(x), y)\n", ns)
     with inductor_config.patch(custom_partitioner_fn=partitioner, fx_graph_cache=caches), \
             functorch_config.patch(enable_autograd_cache=caches):
         step = torch.compile(ns["step"], fullgraph=True)
-        x, y = _data()
-        step(x, y)  # compiles here, under the patch
+        loss = step(*(args if args is not None else _data()))  # compiles here, under the patch
+        if backward:
+            loss.backward()
     return step
 
 
@@ -202,13 +208,7 @@ def test_a_peak_budget_holds_under_inductor_with_channels_last_convolutions(frac
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
     part = mt.Partitioner(fraction, time_limit=5)
-    torch._dynamo.reset()
-    ns = {"model": model, "F": nn.functional}
-    exec("def step(x, y):\n    return F.cross_entropy(model(x), y)\n", ns)
-    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
-            functorch_config.patch(enable_autograd_cache=False):
-        step = torch.compile(ns["step"], fullgraph=True)
-        step(x, y).backward()
+    step = _compiled(model, part, args=(x, y), backward=True)
     model.zero_grad(set_to_none=True)
     resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + [x, y])
     peak = peak_of(lambda: step(x, y).backward(), resident)[0]
@@ -238,13 +238,7 @@ def test_inlined_forward_values_and_scatters_in_place_keep_the_peak_within_the_b
     model = _Embedder().train()
     ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
     part = mt.Partitioner(1.0, time_limit=5)
-    torch._dynamo.reset()
-    ns = {"model": model, "F": nn.functional}
-    exec("def step(i):\n    return F.cross_entropy(model(i), i)\n", ns)
-    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
-            functorch_config.patch(enable_autograd_cache=False):
-        step = torch.compile(ns["step"], fullgraph=True)
-        step(ids).backward()
+    step = _compiled(model, part, args=(ids,), backward=True)
     (p,) = part.partitions
     nodes = {n.name: n for m in (p.forward, p.backward) for n in m.graph.nodes}
 
