@@ -216,6 +216,7 @@ def main() -> None:
     header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
               "grad rel diff", "note"]
     put = row_printer(header, args.out)
+    peaks: dict = {}  # (model, arm) -> [(f, measured peak)]
     for name in args.models:
         for f in [float(x) for x in args.budgets.split(",")]:
             try:
@@ -233,13 +234,31 @@ def main() -> None:
                 budget = r["pytorch budget peak"] if label == "memplan peak" else a.get("budget")
                 if label in ("memplan peak", "memplan f") and isinstance(budget, int):
                     note = (f"budget {budget / 2**20:.1f} MiB, plan {a['arena'] / 2**20:.1f} MiB; measured peak "
-                            f"{'within' if a['peak'] <= budget else 'ABOVE'} the budget")
+                            + ("within the budget" if a["peak"] <= budget else
+                               f"ABOVE the budget by {(a['peak'] - budget) / 2**20:.1f} MiB"))
                 if a.get("regions") and a["regions"] > 1:
                     note += f"; {a['regions']} regions"
+                peaks.setdefault((name, label), []).append((f, a["peak"]))
                 put([name, f"{f}", label, f"{a['saved'] / 2**20:.1f}", f"{a['peak'] / 2**20:.1f}",
                      f"{1e3 * a['time']:.1f}", f"{a['compile']:.1f}",
                      f"{a['partition']:.2f} ({100 * a['partition'] / a['compile']:.0f} %)",
                      f"{a['grad']:.1e}" + (f" ({a['missing']} missing)" if a["missing"] else ""), note])
+
+    monotone_summary(peaks, args.out)
+
+
+def monotone_summary(peaks: dict, path=None) -> None:
+    """For each model and arm, the measured peaks as the fraction falls, and whether they never rise."""
+    lines = ["", "Measured peaks as f falls (MiB), and whether they never rise:", ""]
+    for (name, label), points in peaks.items():
+        points = sorted(points, key=lambda p: -p[0])
+        ok = all(b[1] <= a[1] for a, b in zip(points, points[1:]))
+        lines.append(f"- {name}, {label}: " + ", ".join(f"{f}: {p / 2**20:.1f}" for f, p in points)
+                     + (" (monotone)" if ok else " (NOT monotone)"))
+    print("\n".join(lines), flush=True)
+    if path:
+        with open(path, "a") as f:
+            f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
