@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted against measured overhead of the five CPU examples (issue 14).
+# Predicted against measured overhead of the five CPU examples.
 # For each example, at 50 % of the store-all arena and at the smallest budget
 # the planner reaches, one run of
 #   train_X --cost measured --budget B --compare --pairs N --against roofline:v100

@@ -1,4 +1,4 @@
-// Plan quality on the model zoo's training graphs (issue 4's table): operator
+// Plan quality on the model zoo's training graphs (the table of docs/planners.md): operator
 // order + allocation against what a framework does — the default order
 // (forward, backward, then every optimizer step) with online best-fit
 // allocation in execution order, simulated.

@@ -1,5 +1,5 @@
-// Input a hostile user would try, each class once found to break a promise
-// (issue 13): deep nesting, numbers beyond double range, alignments and
+// Input a hostile user would try, each class once found to break a promise:
+// deep nesting, numbers beyond double range, alignments and
 // offsets that wrap 64 bits, plans of another graph, MILPs too large to
 // build, outputs that are devices, links or several files. The promise: the
 // library throws memplan::error naming the culprit (never anything else),
@@ -94,7 +94,7 @@ std::string slurp(const fs::path& p) {
 TEST_CASE("hostile.json.deep_nesting_is_a_named_error_in_every_reader") {
     using namespace hostile;
     const graph g = small_graph();
-    const std::string deep = nested(100000); // 200 KB: the stack overflow of issue 13, row 1
+    const std::string deep = nested(100000); // 200 KB: once a stack overflow
     const std::vector<std::pair<std::string, std::function<void()>>> cases = {
         {"the whole graph", [&] { (void)parse_graph_json(deep, "g.json"); }},
         {"inside tensors", [&] { (void)parse_graph_json(graph_doc("[" + deep + "]"), "g.json"); }},

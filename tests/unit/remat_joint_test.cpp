@@ -153,7 +153,7 @@ TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
     // Close in cost too: within 45 % of every op once at its fastest variant,
     // a lower bound on any plan's cost. Measured 21.5 % at this limit (30 %
     // at 2 s) in Release; under ASan + UBSan (tests/sanitizers) the 10 s buy
-    // far fewer descent steps, and the costlier moves of session 12 (recursive
+    // far fewer descent steps, and the costlier moves (recursive
     // remake estimate, frontier moves) reached 36.3 % there. chain_dp and
     // chen_greedy need over 100 % at this budget. (Plan quality is measured
     // in bench/, not here.)
