@@ -238,7 +238,9 @@ def main() -> None:
                                f"ABOVE the budget by {(a['peak'] - budget) / 2**20:.1f} MiB"))
                 if a.get("regions") and a["regions"] > 1:
                     note += f"; {a['regions']} regions"
-                peaks.setdefault((name, label), []).append((f, a["peak"]))
+                # Ordered by the budget the arm planned for where it has one in bytes (a peak budget), else by f.
+                peaks.setdefault((name, label), []).append((budget if label in ("memplan peak", "memplan f")
+                                                            and isinstance(budget, int) else f, f, a["peak"]))
                 put([name, f"{f}", label, f"{a['saved'] / 2**20:.1f}", f"{a['peak'] / 2**20:.1f}",
                      f"{1e3 * a['time']:.1f}", f"{a['compile']:.1f}",
                      f"{a['partition']:.2f} ({100 * a['partition'] / a['compile']:.0f} %)",
@@ -248,18 +250,18 @@ def main() -> None:
 
 
 def monotone_summary(peaks: dict, path=None) -> None:
-    """For each model and arm, the measured peaks as the fraction falls, and whether they never rise."""
-    lines = ["", "Measured peaks as f falls (MiB), and whether they never rise:", ""]
+    """For each model and arm, the measured peaks as its budget falls (the peak budget in bytes, or f for
+    the arms budgeted on saved bytes), and whether they never rise."""
+    lines = ["", "Measured peaks as the budget falls (f: MiB), and whether they never rise:", ""]
     for (name, label), points in peaks.items():
         points = sorted(points, key=lambda p: -p[0])
-        ok = all(b[1] <= a[1] for a, b in zip(points, points[1:]))
-        lines.append(f"- {name}, {label}: " + ", ".join(f"{f}: {p / 2**20:.1f}" for f, p in points)
+        ok = all(b[2] <= a[2] for a, b in zip(points, points[1:]))
+        lines.append(f"- {name}, {label}: " + ", ".join(f"{f}: {p / 2**20:.1f}" for _, f, p in points)
                      + (" (monotone)" if ok else " (NOT monotone)"))
     print("\n".join(lines), flush=True)
     if path:
         with open(path, "a") as f:
             f.write("\n".join(lines) + "\n")
-
 
 if __name__ == "__main__":
     main()
