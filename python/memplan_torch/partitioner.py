@@ -18,10 +18,12 @@ ATen's random ops. The outputs of the ops that draw (``inductor_seeds``, or ATen
 the end of the step in the graph memplan plans (a little more memory than needed, never less).
 
 The backward module is handed to Inductor in the plan's order (each recomputation just before the step
-that needs it); Inductor's scheduler then fuses point-wise chains and may reorder. A backward tensor
-Inductor fuses away (a point-wise op's output that only point-wise ops and reductions read) costs nothing
-in the graph memplan plans (``inductor_fused``), and point-wise ops may write over a dying input
-(``inductor_inplace``).
+that needs it); Inductor's scheduler then fuses point-wise chains and may reorder. A forward point-wise
+value Inductor inlines into its readers leaves the graph memplan plans (``inductor_inlined``: its readers
+read its producer's inputs, so no plan saves it), a backward tensor Inductor fuses away costs nothing
+(``inductor_fused``), point-wise ops and scatters may write over a dying input (``inductor_inplace``),
+and where Inductor runs convolutions channels-last their workspaces are measured so and the inputs it
+copies count twice (``_with_workspaces``).
 
 This is the only module of memplan_torch that reaches into aot_autograd's partitioning
 (``torch._functorch.partitioners._extract_fwd_bwd_modules``, ``torch._inductor.custom_graph_pass``,
@@ -106,8 +108,10 @@ class Partitioner(CustomPartitionerFn):
     store-all.
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
     "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. ``fusion`` (default True): the plan sees
-    the step as Inductor runs it: the tensors Inductor fuses away cost no memory (``inductor_fused``), and a
-    point-wise op may write its output over a same-sized input that dies there (``inductor_inplace``).
+    the step as Inductor runs it: the forward values Inductor inlines into their readers leave the graph
+    (``inductor_inlined``), the backward tensors it fuses away cost no memory (``inductor_fused``), and a
+    point-wise op or a scatter may write its output over a same-sized input that dies there
+    (``inductor_inplace``).
     ``workspace``: "measured" (default): the temporaries of the kernels Inductor calls rather than generates
     (matrix products, convolutions, attention), each op run once alone on zero-filled inputs of its shapes
     on the region's device; "none": no workspaces. Each compiled region is planned under
