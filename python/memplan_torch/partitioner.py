@@ -452,35 +452,41 @@ def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
 
 
 def _in_plan_order(bw: torch.fx.GraphModule, sched: Schedule, mapping: Mapping) -> None:
-    """Reorders the backward module's nodes to the plan's backward steps: each node where the plan runs it
-    (the last time, for a node the plan runs in the forward and again in the backward), a node the plan does
-    not name (a view, a getitem) just before its first reader; placeholders first, the output last."""
-    graph = bw.graph
-    nodes = list(graph.nodes)
-    rank = {}
-    for i, (_, node) in enumerate(sched.steps):
-        if node is not None and i >= sched.split:
-            rank.setdefault(node, i)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    body = [n for n in nodes if n.op not in ("placeholder", "output")]
-    output = graph.output_node()
-    original = {n: i for i, n in enumerate(body)}
-    planned = sorted([n for n in body if n.name in rank], key=lambda n: rank[n.name])
-    # Nodes the plan does not name go with their first reader; the rest keep their relative order.
-    placed, order = set(placeholders), []
+    """Rebuilds the backward module as the plan's backward steps: placeholders first, then each node the
+    plan runs, at each of its steps (a forward op the plan recomputes twice in the backward becomes two
+    nodes, and each reader reads the latest one, so that the first copy dies where the plan frees it), a
+    node the plan does not name (a view, a getitem, a point-wise value inlined into its readers) just
+    before its first reader, again after any of its inputs is run anew; the output last."""
+    old = bw.graph
+    by_name = {n.name: n for n in old.nodes}
+    new = torch.fx.Graph(owning_module=bw)
+    current: dict = {}  # old node -> its latest copy
+    made_from: dict = {}  # old node not named by the plan -> the copies of the inputs its latest copy read
+    named = {node for i, (_, node) in enumerate(sched.steps) if node is not None and i >= sched.split}
 
-    def place(n):
-        if n in placed:
-            return
-        for a in sorted(n.all_input_nodes, key=lambda a: original.get(a, -1)):
-            place(a)
-        placed.add(n)
-        order.append(n)
-    for n in planned:
-        place(n)
-    for n in body:
-        place(n)
-    for n in order:  # moving each node just before the output, in turn, leaves them in `order`
-        output.prepend(n)
-    graph.lint()
+    def resolve(a):
+        if a.op in ("placeholder", "get_attr") or (a.name in named and a in current):
+            if a not in current:
+                current[a] = new.node_copy(a, resolve)
+            return current[a]
+        inputs = tuple(resolve(x) for x in a.all_input_nodes)
+        if a in current and made_from.get(a) == inputs:
+            return current[a]
+        current[a], made_from[a] = new.node_copy(a, resolve), inputs
+        return current[a]
+
+    for n in old.nodes:
+        if n.op == "placeholder":
+            resolve(n)
+    for i in range(sched.split, len(sched.steps)):
+        n = by_name.get(sched.steps[i][1])
+        if n is not None and n.op == "call_function":
+            inputs = [resolve(x) for x in n.all_input_nodes]  # noqa: F841 - made before the node itself
+            current[n] = new.node_copy(n, resolve)
+    for n in old.nodes:  # what the plan does not run but the graph holds for its effects
+        if n.op == "call_function" and not n.users and n not in current:
+            resolve(n)
+    new.node_copy(old.output_node(), resolve)
+    new.lint()
+    bw.graph = new
     bw.recompile()
