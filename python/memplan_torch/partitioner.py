@@ -43,7 +43,8 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from . import command
 from .export import Joint, Mapping, _is_random, build_graph, forward_nodes
-from .planned import PHANTOM, Schedule, budget_bytes, forward_budget_bytes, forward_memory_graph, schedule_of
+from .planned import (PHANTOM, Schedule, budget_bytes, forward_budget_bytes, forward_memory_graph, resident_at_seed,
+                      schedule_of)
 
 
 @dataclasses.dataclass
@@ -61,6 +62,7 @@ class Partition:
     seconds: dict           # wall seconds: "graph" (the memplan.graph), "plan" (memplan, budget included), "split"
     forward: torch.fx.GraphModule = None    # the modules handed to Inductor
     backward: torch.fx.GraphModule = None
+    joint: Joint = None                     # the region's joint graph as memplan_torch reads it
 
 
 def _source_digest() -> str:
@@ -184,7 +186,7 @@ class Partitioner(CustomPartitionerFn):
                                          saved=[n.name for n in saved], recomputed=recomputed, report=report,
                                          seconds={"graph": t1 - t0, "plan": t2 - t1,
                                                   "split": time.perf_counter() - t2},
-                                         forward=fw, backward=bw))
+                                         forward=fw, backward=bw, joint=joint))
         return fw, bw
 
     def _budget(self, graph: dict, mapping: Mapping, joint: Joint, seed_op):
@@ -196,8 +198,7 @@ class Partitioner(CustomPartitionerFn):
             return forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
         # Bytes saved for the backward, on top of what is live at the seed anyway (inputs, outputs).
         saved = forward_budget_bytes(graph, mapping, joint, budget, self.time_limit, seed_op)[0]
-        _, sched = forward_budget_bytes(graph, mapping, joint, 1.0, self.time_limit, seed_op)
-        return sched.seed_live - sched.saved_bytes + saved
+        return resident_at_seed(forward_memory_graph(graph, seed_op)[0], mapping, joint) + saved
 
     @staticmethod
     def _saved_nodes(gm, joint: Joint, mapping: Mapping, sched: Schedule) -> list:

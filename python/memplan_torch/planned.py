@@ -52,13 +52,28 @@ class Schedule:
     recomputed: list        # op names run more than once
 
 
-def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Schedule:
-    seed_node = joint.seed
-    # What the step returns (gradients, the loss, new buffer values) stays until the step ends; the
-    # plan frees gradients at their update ops, which the user's optimizer runs after the backward.
+def _returned(graph: dict, mapping: Mapping, joint: Joint) -> set:
+    """What the step returns (gradients, the loss, new buffer values): it stays until the step ends; the
+    plan frees gradients at their update ops, which the user's optimizer runs after the backward."""
     returned = set(graph.get("outputs", []))
     for node in list(joint.grads) + list(joint.mutations) + [joint.loss]:
         returned.update(mapping.tensor_of[node])
+    return returned
+
+
+def resident_at_seed(graph: dict, mapping: Mapping, joint: Joint) -> int:
+    """The bytes live at the backward's seed whatever the plan saves: the persistent tensors (parameters,
+    buffers, inputs) and what the forward makes that the step returns (the loss, new buffer values). Any
+    plan's ``seed_live`` is this plus its ``saved_bytes``."""
+    returned = _returned(graph, mapping, joint)
+    made = {t for op in graph["ops"] if op["phase"] == "forward" for t in op["outputs"]}
+    return int(sum(t["bytes"] for t in graph["tensors"] if t["name"] != PHANTOM
+                   and (t.get("persistent") or (t["name"] in returned and t["name"] in made))))
+
+
+def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Schedule:
+    seed_node = joint.seed
+    returned = _returned(graph, mapping, joint)
     steps = [(s["op"], mapping.op_node.get(s["op"])) for s in plan["steps"]]
     n = len(steps)
     frees = [[] for _ in range(n)]

@@ -11,6 +11,7 @@ import torch.nn as nn
 
 import memplan_torch as mt
 from memplan_torch import command
+from memplan_torch.planned import resident_at_seed, schedule_of
 
 
 def _mlp(dropout=0.0):
@@ -152,6 +153,12 @@ def test_a_saved_budget_bounds_what_the_forward_saves(make):
     _compiled(make(), half)
     (p,) = half.partitions
     assert 0 < _saved_bytes(p) <= full // 2 and p.recomputed
+    # The budget is the saved bytes on top of what is live at the boundary whatever the plan saves
+    # (resident_at_seed): so it is for this plan and for store-all's.
+    store_all_plan, _ = command.plan(p.planned, None)
+    for plan in (p.plan, store_all_plan):
+        s = schedule_of(p.planned, p.mapping, plan, p.joint)
+        assert s.saved_bytes > 0 and s.seed_live == resident_at_seed(p.planned, p.mapping, p.joint) + s.saved_bytes
 
 
 def test_a_budget_nothing_fits_is_named():
