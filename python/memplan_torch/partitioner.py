@@ -23,7 +23,11 @@ value Inductor inlines into its readers leaves the graph memplan plans (``induct
 read its producer's inputs, so no plan saves it), a backward tensor Inductor fuses away costs nothing
 (``inductor_fused``), point-wise ops and scatters may write over a dying input (``inductor_inplace``),
 and where Inductor runs convolutions channels-last their workspaces are measured so and the inputs it
-copies count twice (``_with_workspaces``).
+copies count twice (``_with_workspaces``). Inductor's horizontal fusion merges kernels up to 64 nodes
+apart that read the same buffers; in a backward that recomputes, that pulls a later recomputation up to
+an earlier one and holds its output in between. Inductor's own fusion guard
+(``fusion_memory_timeline_peak_memory_increase_gb = 0``: no fusion that raises its estimate of the
+graph's peak) keeps the plan's order there; the partitioner turns it on (``fusion_guard``).
 
 This is the only module of memplan_torch that reaches into aot_autograd's partitioning
 (``torch._functorch.partitioners._extract_fwd_bwd_modules``, ``torch._inductor.custom_graph_pass``,
@@ -119,11 +123,16 @@ class Partitioner(CustomPartitionerFn):
     on the region's device; "none": no workspaces. Each compiled region is planned under
     the whole budget on its own (a region's step is planned as if it were the only one: regions run one
     after the other, and what one region's caller holds is outside its graph).
+    ``fusion_guard`` (default True): when neither of Inductor's fusion memory thresholds is set, the first
+    call sets ``torch._inductor.config.fusion_memory_timeline_peak_memory_increase_gb = 0`` (process-wide,
+    as the partitioner itself is set), so that Inductor refuses a fusion that raises the peak of the graph it
+    compiles; without it a horizontal fusion can hold a recomputed tensor across the plan's steps (ResNet-50
+    at f = 0.3 measured one of its largest activations above the budget).
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
                  time_limit: float = 5.0, fusion: bool = True, workspace: str = "measured",
-                 progress: Callable[[str], None] | None = None):
+                 fusion_guard: bool = True, progress: Callable[[str], None] | None = None):
         if budget_on not in ("peak", "saved"):
             raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
         if isinstance(budget, float) and not 0 < budget <= 1:
@@ -134,12 +143,13 @@ class Partitioner(CustomPartitionerFn):
         if workspace not in ("measured", "none"):
             raise ValueError(f"workspace '{workspace}': expected 'measured' or 'none'")
         self.time_limit, self.fusion, self.workspace, self.progress = time_limit, fusion, workspace, progress
+        self.fusion_guard = fusion_guard
         self.partitions: list[Partition] = []
 
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
-                f"{self.time_limit}:{self.fusion}:{self.workspace}:{_source_digest()}")
+                f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{_source_digest()}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         from torch._functorch.partitioners import _extract_fwd_bwd_modules
@@ -147,6 +157,8 @@ class Partitioner(CustomPartitionerFn):
 
         import time
         t0 = time.perf_counter()
+        if self.fusion_guard:
+            _guard_fusion()
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
         graph, mapping = build_graph(joint, None, self.cost, "region")
@@ -252,6 +264,15 @@ class Partitioner(CustomPartitionerFn):
                     and any(u.name not in forward for u in n.users):
                 out.append(n)
         return out
+
+
+def _guard_fusion() -> None:
+    """Inductor's fusion memory guard on (no fusion that raises the compiled graph's estimated peak), unless
+    the user set either of its thresholds; a PyTorch without the guard is left as it is."""
+    import torch._inductor.config as inductor_config
+    names = ("fusion_memory_timeline_peak_memory_increase_gb", "fusion_memory_timeline_peak_memory_pct_threshold")
+    if all(hasattr(inductor_config, n) for n in names) and all(getattr(inductor_config, n) is None for n in names):
+        inductor_config.fusion_memory_timeline_peak_memory_increase_gb = 0.0
 
 
 def _with_workspaces(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:

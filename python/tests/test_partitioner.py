@@ -14,6 +14,16 @@ from memplan_torch import command
 from memplan_torch.planned import resident_at_seed, schedule_of
 
 
+@pytest.fixture(autouse=True)
+def _inductor_fusion_guard_restored():
+    """The partitioner turns Inductor's fusion memory guard on process-wide; each test starts without it."""
+    name = "fusion_memory_timeline_peak_memory_increase_gb"
+    before = getattr(inductor_config, name)
+    setattr(inductor_config, name, None)
+    yield
+    setattr(inductor_config, name, before)
+
+
 def _mlp(dropout=0.0):
     torch.manual_seed(0)
     layers = []
@@ -153,6 +163,7 @@ def test_a_saved_budget_bounds_what_the_forward_saves(make):
     _compiled(make(), half)
     (p,) = half.partitions
     assert 0 < _saved_bytes(p) <= full // 2 and p.recomputed
+    assert inductor_config.fusion_memory_timeline_peak_memory_increase_gb == 0.0  # fusion_guard's default
     # The budget is the saved bytes on top of what is live at the boundary whatever the plan saves
     # (resident_at_seed): so it is for this plan and for store-all's.
     store_all_plan, _ = command.plan(p.planned, None)
