@@ -213,7 +213,6 @@ int main(int argc, char** argv) {
                         smallest_steps, time_limit, planners.front().c_str());
             header = true;
         }
-        std::uint64_t lo = bound, hi = d.store_all; // a plan at hi (store-all), none known at lo
         memplan::remat_result best;
         bool have = false;
         auto attempt = [&](std::uint64_t b) {
@@ -230,11 +229,8 @@ int main(int argc, char** argv) {
             have = true;
             return true;
         };
-        if (attempt(lo)) hi = lo;
-        for (std::size_t k = 0; k < smallest_steps && hi > lo + 1; ++k) {
-            const std::uint64_t mid = lo + (hi - lo) / 2;
-            (attempt(mid) ? hi : lo) = mid;
-        }
+        // a plan at store-all, none known at the bound
+        const auto [lo, hi] = memplan::smallest_fitting(bound, d.store_all, 1, smallest_steps, {}, attempt);
         if (!have) attempt(hi);
         if (have) memplan::bench::attach_bound(d.g, best, time_limit);
         std::printf("| %s | %.3f GiB | %s | %s | %s | %s | %s | %s |\n", d.monet->label.data(), gib(bound),

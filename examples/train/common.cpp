@@ -14,6 +14,7 @@
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/nn/training.hpp>
+#include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>
 
 #include <algorithm>
@@ -99,36 +100,15 @@ train_options parse_options(int argc, char** argv, int default_steps) {
     return o;
 }
 
-remat_result min_budget_plan(const graph& g, const std::string& name, std::uint64_t store_all_bytes,
-                                    double time_limit, int rounds) {
+/// The plan of planner `name` at the smallest budget it reaches (remat/pareto.hpp's bisection).
+static remat_result smallest_plan(const graph& g, const std::string& name, std::uint64_t store_all_bytes,
+                                  double time_limit) {
     remat_options ro;
     ro.time_limit_seconds = time_limit;
-    ro.budget = store_all_bytes;
-    remat_result best = plan_remat(name, g, ro);
-    if (!has_solution(best.status)) return best;
-    std::uint64_t lo = 0, hi = best.arena();
-    int r = 0;
-    for (; r < rounds; ++r) {
-        ro.budget = hi / 5 * 4;
-        auto got = plan_remat(name, g, ro);
-        if (!has_solution(got.status) || got.arena() > ro.budget) {
-            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.bound) : ro.budget;
-            break;
-        }
-        hi = got.arena();
-        best = std::move(got);
-    }
-    for (; r < rounds && hi > lo && hi - lo > store_all_bytes / 100; ++r) {
-        ro.budget = lo + (hi - lo) / 2;
-        auto got = plan_remat(name, g, ro);
-        if (has_solution(got.status) && got.arena() <= ro.budget) {
-            hi = got.arena();
-            best = std::move(got);
-        } else {
-            lo = got.status == status::infeasible ? std::max<std::uint64_t>(ro.budget, got.bound) : ro.budget;
-        }
-    }
-    return best;
+    return smallest_budget_plan(g, store_all_bytes, [&](std::uint64_t b) {
+        ro.budget = b;
+        return plan_remat(name, g, ro);
+    });
 }
 
 std::uint64_t proc_status_bytes(std::string_view key) {
@@ -153,13 +133,13 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
                                 : static_cast<std::uint64_t>(double(out.store_all) * o.budget_percent / 100.0);
     if (o.naive) return out;
     ro.budget = out.budget;
-    auto r = o.budget_percent > 0 || o.budget_bytes ? plan_remat(o.remat, g, ro) : min_budget_plan(g, o.remat, out.store_all, o.time_limit);
+    auto r = o.budget_percent > 0 || o.budget_bytes ? plan_remat(o.remat, g, ro) : smallest_plan(g, o.remat, out.store_all, o.time_limit);
     if ((o.budget_percent > 0 || o.budget_bytes) && !has_solution(r.status)) {
         std::printf("budget %.1f%% (%llu bytes) not reached by planner '%s' with %s costs (%s); using the smallest "
                     "budget it reaches\n",
                     100.0 * double(out.budget) / double(out.store_all), (unsigned long long)out.budget,
                     o.remat.c_str(), g.cost_model().c_str(), r.message.c_str());
-        r = min_budget_plan(g, o.remat, out.store_all, o.time_limit);
+        r = smallest_plan(g, o.remat, out.store_all, o.time_limit);
         if (has_solution(r.status)) out.budget = r.arena();
     }
     if (!has_solution(r.status))
@@ -223,16 +203,7 @@ cost::cost_model example_cost_model(const std::string& spec) {
 }
 
 memplan::plan store_all_fastest_plan(const graph& g) {
-    schedule s;
-    for (graph::id_type i = 0; i < static_cast<graph::id_type>(g.num_ops()); ++i) {
-        const auto& op = g.op(i);
-        graph::id_type best = op.variants.empty() ? graph::npos : 0;
-        for (graph::id_type k = 1; k < static_cast<graph::id_type>(op.variants.size()); ++k)
-            if (op.variants[k].cost < op.variants[best].cost) best = k;
-        s.push_back({i, best});
-    }
-    auto made = make_plan(g, s, best_heuristic{});
-    return std::move(made.plan);
+    return make_plan(g, fastest_schedule(g), best_heuristic{}).plan;
 }
 
 namespace {

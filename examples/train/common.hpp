@@ -51,16 +51,6 @@ struct train_options {
 /// Parses the options; exits 2 with one line on stderr on a bad one (examples, not library code).
 train_options parse_options(int argc, char** argv, int default_steps);
 
-/// The smallest budget planner `name` reaches: budgets shrinking by a
-/// fifth from `store_all_bytes` until the planner misses one, then bisection
-/// between that miss and the smallest fit (stops when the bracket is under
-/// 1% of store-all or after `rounds` planner calls in all). A miss is not a
-/// proof that nothing smaller fits (the planners are heuristics), which is
-/// why the descent comes first. Returns the fitting plan of the smallest
-/// budget reached.
-remat_result min_budget_plan(const graph& g, const std::string& name, std::uint64_t store_all_bytes,
-                             double time_limit, int rounds = 12);
-
 /// A line "<key> N kB" of /proc/self/status, in bytes; 0 when unknown (not Linux).
 std::uint64_t proc_status_bytes(std::string_view key);
 /// Peak resident memory of this process (VmHWM), in bytes.

@@ -9,6 +9,7 @@
 // training on the GPU. Each case runs alone too (--first=K --last=K).
 #include "compare.hpp"
 #include "models.hpp"
+#include "plans.hpp"
 
 #include <doctest/doctest.h>
 
@@ -16,7 +17,6 @@
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/executor.hpp>
-#include <memplan/engine/recompute.hpp>
 #include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 
@@ -427,12 +427,13 @@ TEST_CASE("cuda.train.planned_matches_naive") {
         auto s = make(name);
         auto naive = engine::executor<engine::cuda::backend>::naive(s.m.net, s.g, s.prog, {}, s.options());
         const auto ln = losses(naive, s.m, 5);
-        // The smallest arena the greedy reaches (recomputation), with poison:
-        // a buffer freed too early would show as NaN.
-        auto b = engine::plan_for_budget(s.g, 0);
-        REQUIRE(check_plan(s.g, b.best).ok());
-        engine::executor<engine::cuda::backend> planned(s.m.net, s.g, s.prog, b.best, {}, s.options(true));
-        CHECK(planned.reserved_bytes() == b.best.arena_bytes);
+        // The smallest arena the default planner reaches (recomputation), with
+        // poison: a buffer freed too early would show as NaN.
+        const auto b = test::smallest_plan(s.g);
+        REQUIRE(has_solution(b.status));
+        REQUIRE(check_plan(s.g, b.plan).ok());
+        engine::executor<engine::cuda::backend> planned(s.m.net, s.g, s.prog, b.plan, {}, s.options(true));
+        CHECK(planned.reserved_bytes() == b.plan.arena_bytes);
         CHECK(planned.reserved_bytes() < naive.reserved_bytes());
         const auto lp = losses(planned, s.m, 5);
         for (std::size_t i = 0; i < ln.size(); ++i) {
@@ -455,8 +456,7 @@ TEST_CASE("cuda.train.variants_use_planned_workspace") {
             auto s = make(name);
             auto naive = engine::executor<engine::cuda::backend>::naive(s.m.net, s.g, s.prog, {}, s.options());
             const auto ln = losses(naive, s.m, 3);
-            std::vector<bool> none(s.g.num_tensors(), false);
-            auto made = make_plan(s.g, engine::recompute_schedule(s.g, none, variant), best_heuristic{});
+            auto made = make_plan(s.g, test::on_variant(s.g, variant), best_heuristic{});
             REQUIRE(check_plan(s.g, made.plan).ok());
             engine::executor<engine::cuda::backend> planned(s.m.net, s.g, s.prog, made.plan, {}, s.options(true));
             try {

@@ -3,6 +3,7 @@
 // graph; the plans made from it are valid and use the recorded workspaces;
 // after apply_profile no variant keeps a cost that was not measured.
 #include "models.hpp"
+#include "plans.hpp"
 
 #include <doctest/doctest.h>
 
@@ -12,7 +13,6 @@
 #include <memplan/remat/portfolio.hpp>
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/profile.hpp>
-#include <memplan/engine/recompute.hpp>
 #include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
@@ -92,8 +92,7 @@ TEST_CASE("cuda.profile.plans_from_measured_graph_are_valid") {
     const auto base = make_plan(g, default_schedule(g), best_heuristic{});
     REQUIRE(has_solution(base.status));
     CHECK(check_plan(g, base.plan).ok());
-    std::vector<bool> none(g.num_tensors(), false);
-    const auto gemm = make_plan(g, engine::recompute_schedule(g, none, 1), best_heuristic{});
+    const auto gemm = make_plan(g, test::on_variant(g, 1), best_heuristic{});
     REQUIRE(has_solution(gemm.status));
     CHECK(check_plan(g, gemm.plan).ok());
     std::size_t workspaces = 0;
@@ -109,10 +108,11 @@ TEST_CASE("cuda.profile.plans_from_measured_graph_are_valid") {
     CHECK(conv_passes == 5); // conv1 has no input gradient
     CHECK(workspaces == conv_passes);
     CHECK(gemm.plan.arena_bytes >= base.plan.arena_bytes);
-    // The greedy budget helper works on measured costs too.
-    const auto b = engine::plan_for_budget(g, 0);
-    CHECK(check_plan(g, b.best).ok());
-    CHECK(b.best.arena_bytes <= b.store_all_bytes);
+    // The planners work on measured costs too.
+    const auto b = test::smallest_plan(g);
+    REQUIRE(has_solution(b.status));
+    CHECK(check_plan(g, b.plan).ok());
+    CHECK(b.plan.arena_bytes <= base.plan.arena_bytes);
 }
 
 TEST_CASE("cuda.profile.missing_op_or_variant_is_an_error") {

@@ -10,9 +10,9 @@
 #include <memplan/nn/training.hpp>
 #include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>
 
-#include <common.hpp> // min_budget_plan
 #include <models.hpp>
 
 #include <doctest/doctest.h>
@@ -221,7 +221,14 @@ model_figures check_model(const setup& s, int steps) {
         REQUIRE(r.arena() <= budget);
         check_against_naive(s, r.plan, naive, steps, f);
     }
-    const auto smallest = mx::min_budget_plan(s.g, "auto", sa, 2, 6);
+    pareto_options po;
+    po.max_bisection_steps = 6;
+    const auto smallest = smallest_budget_plan(s.g, sa, [&](std::uint64_t b) {
+        remat_options o;
+        o.time_limit_seconds = 2;
+        o.budget = b;
+        return plan_remat("auto", s.g, o);
+    }, po);
     REQUIRE(has_solution(smallest.status));
     MESSAGE(s.m.net.name() << " smallest arena " << smallest.arena() << " of store-all " << sa << ", "
                            << recomputed_steps(s, smallest.plan) << " recomputed steps, "

@@ -11,9 +11,10 @@
 #include <memplan/engine/profile.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/nn/training.hpp>
+#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/select.hpp>
 
-#include <common.hpp> // store_all_fastest_plan
 #include <models.hpp>
 
 #include <doctest/doctest.h>
@@ -102,7 +103,7 @@ TEST_CASE("engine.profile.round_trip_plans_and_trains") {
     CHECK(r.overhead() >= 0);
     CHECK(r.cost == doctest::Approx(schedule_cost(g, r.plan.steps)));
     // Store-all with every op's fastest measured variant costs what the planner calls fastest.
-    const auto fastest = examples::store_all_fastest_plan(g);
+    const auto fastest = make_plan(g, fastest_schedule(g), best_heuristic{}).plan;
     CHECK(check_plan(g, fastest).ok());
     CHECK(schedule_cost(g, fastest.steps) == doctest::Approx(r.fastest_cost));
     engine::executor_options eo;

@@ -64,6 +64,31 @@ struct pareto_options {
     std::function<void(const pareto_progress&)> on_progress; ///< optional
 };
 
+/// Where a bisection on the budget ended: `hi` fits; `lo` is the largest
+/// budget seen not to (or the bracket's start when every try fit).
+struct budget_bracket {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+};
+
+/// Bisection for the smallest budget in [lo, hi] at which `fits(budget)`
+/// holds, given that it holds at `hi` and (as far as the search assumes) at
+/// every budget above one where it holds: `lo` itself is tried first (a
+/// planner often fits the schedule-free bound), then the bracket is halved
+/// until it is at most `tolerance` bytes, after `max_steps` halvings, or once
+/// `until` has passed.
+template <class Fits>
+budget_bracket smallest_fitting(std::uint64_t lo, std::uint64_t hi, std::uint64_t tolerance, std::size_t max_steps,
+                                const memplan::deadline& until, Fits&& fits) {
+    if (lo < hi && !until.expired() && fits(lo)) return {lo, lo};
+    for (std::size_t step = 0; step < max_steps && hi > lo && hi - lo > tolerance && !until.expired(); ++step) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        if (fits(mid)) hi = mid;
+        else lo = mid;
+    }
+    return {lo, hi};
+}
+
 /// Sweeps budgets for `plan_at`, any callable taking a budget in bytes and
 /// returning the planner's `basic_remat_result` for it. Returns the points
 /// by increasing budget; the last one is at the store-all arena. When the
@@ -127,16 +152,9 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         const std::uint64_t floor_bytes = std::min<std::uint64_t>(ctx.min_memory().first, top);
         const auto step_tolerance = std::max<std::uint64_t>(
             1, static_cast<std::uint64_t>(opt.tolerance * static_cast<double>(top)));
-        std::uint64_t lo = floor_bytes; // not yet known to fail
-        if (lo < hi && !opt.deadline.expired()) {
-            if (run("bisect", lo).ok) hi = lo;
-        }
-        for (std::size_t step = 0;
-             step < opt.max_bisection_steps && hi > lo && hi - lo > step_tolerance && !opt.deadline.expired(); ++step) {
-            const std::uint64_t mid = lo + (hi - lo) / 2;
-            if (run("bisect", mid).ok) hi = mid;
-            else lo = mid;
-        }
+        // floor_bytes is not yet known to fail
+        hi = smallest_fitting(floor_bytes, hi, step_tolerance, opt.max_bisection_steps, opt.deadline,
+                              [&](std::uint64_t b) { return run("bisect", b).ok; }).hi;
     }
 
     std::vector<std::uint64_t> budgets;
@@ -181,6 +199,36 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         out.push_back(std::move(p));
     }
     return out;
+}
+
+/// The plan `plan_at` (a callable as for `pareto_sweep`) makes at the
+/// smallest budget it fits: bisection from the schedule-free bound up to
+/// `top` (the store-all arena), within `opt.tolerance` of `top`, at most
+/// `opt.max_bisection_steps` halvings, no run started after `opt.deadline`.
+/// A miss is not a proof that nothing smaller fits (most planners are
+/// heuristics): this is the smallest budget the bisection reached. Returns
+/// `top`'s run when nothing smaller fits, and it has no solution when not
+/// even `top` fits.
+template <class Graph, class PlanAt>
+    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
+                                   std::uint64_t>
+basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+smallest_budget_plan(const Graph& g, std::uint64_t top, PlanAt&& plan_at, const pareto_options& opt = {}) {
+    using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+    if (!(opt.tolerance > 0 && opt.tolerance < 1))
+        throw error("remat", "smallest budget: tolerance must be in (0, 1)");
+    auto fits = [](const result_type& r, std::uint64_t b) { return has_solution(r.status) && r.arena() <= b; };
+    result_type best = plan_at(top);
+    if (!fits(best, top)) return best;
+    const std::uint64_t floor_bytes = std::min<std::uint64_t>(remat_context<Graph>(g).min_memory().first, top);
+    const auto tolerance = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(opt.tolerance * static_cast<double>(top)));
+    smallest_fitting(floor_bytes, top, tolerance, opt.max_bisection_steps, opt.deadline, [&](std::uint64_t b) {
+        auto r = plan_at(b);
+        if (!fits(r, b)) return false;
+        if (r.arena() <= best.arena()) best = std::move(r);
+        return true;
+    });
+    return best;
 }
 
 /// The smallest arena among points whose overhead is at most `overhead`
