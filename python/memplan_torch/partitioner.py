@@ -131,7 +131,7 @@ class Partitioner(CustomPartitionerFn):
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
-                 time_limit: float = 5.0, fusion: bool = True, workspace: str = "measured",
+                 time_limit: float = 2.0, fusion: bool = True, workspace: str = "measured",
                  fusion_guard: bool = True, progress: Callable[[str], None] | None = None):
         if budget_on not in ("peak", "saved"):
             raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
