@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
         rows.push_back(run_memplan(greedy_by_size_begin{}, p, "greedy_by_size_begin"));
         rows.push_back(run_memplan(best_heuristic{}, p, "best_heuristic"));
         auto_allocator a;
-        a.time_limit_seconds = time_limit;
+        a.time_limit = time_limit;
         rows.push_back(run_memplan(a, p, "auto"));
         if (peer) {
             joined.clear();
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
         auto p = read_offset_csv(path).problem;
         p.capacity = 1048576;
         exact e;
-        e.time_limit_seconds = 60;
+        e.time_limit = 60;
         const auto r = e.place(p);
         if (has_solution(r.status) && !check_placement(p, r.offsets, p.capacity).ok()) {
             std::printf("| %s | INVALID PLACEMENT |\n", name);

@@ -131,7 +131,7 @@ void bm_family(benchmark::State& state, std::size_t which) {
             sum.heur_at_lb += h.size == h.bound;
 
             exact policy;
-            policy.time_limit_seconds = opts.limit;
+            policy.time_limit = opts.limit;
             const auto r = policy.place(p);
             const bool valid = has_solution(r.status) && check_placement(p, r.offsets, p.capacity).ok() &&
                                r.size <= cap;

@@ -18,7 +18,7 @@ void bm_exact(benchmark::State& state, const std::string& instance) {
                  .problem;
     p.capacity = 1048576;
     memplan::exact policy;
-    policy.time_limit_seconds = 60;
+    policy.time_limit = 60;
     memplan::alloc_result r;
     for (auto _ : state) r = policy.place(p);
     state.counters["height"] = static_cast<double>(r.size);

@@ -35,7 +35,7 @@ void offset_milp(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const auto p = random_instance(n, 1000 + n);
     memplan::milp_allocator<Solver> alloc;
-    alloc.options.time_limit_seconds = 10;
+    alloc.options.time_limit = 10;
     memplan::milp_alloc_outcome<std::uint64_t> r;
     for (auto _ : state) {
         r = alloc.solve(p);
@@ -58,7 +58,7 @@ void offset_exact(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const auto p = random_instance(n, 1000 + n);
     memplan::exact alloc;
-    alloc.time_limit_seconds = 10;
+    alloc.time_limit = 10;
     memplan::alloc_result r;
     for (auto _ : state) {
         r = alloc.place(p);

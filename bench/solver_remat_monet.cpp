@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
         const memplan::remat_context<memplan::graph> ctx(g);
         const auto [bound, bound_op] = ctx.min_memory();
         memplan::remat_options top;
-        top.time_limit_seconds = time_limit;
+        top.time_limit = time_limit;
         const auto base = memplan::store_all{}.plan(ctx, top);
         if (!memplan::has_solution(base.status)) {
             std::printf("| %s | store-all failed: %s |\n", mp->label.data(), base.message.c_str());
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
         for (const auto& name : planners) {
             memplan::remat_options o;
             o.budget = budget;
-            o.time_limit_seconds = time_limit;
+            o.time_limit = time_limit;
             const auto t0 = std::chrono::steady_clock::now();
             auto r = run_planner(name, g, o);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
         auto attempt = [&](std::uint64_t b) {
             memplan::remat_options o;
             o.budget = b;
-            o.time_limit_seconds = time_limit;
+            o.time_limit = time_limit;
             auto r = run_planner(planners.front(), d.g, o);
             if (!memplan::has_solution(r.status) || r.arena() > b) return false;
             if (!memplan::check_plan(d.g, r.plan).ok()) {
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
                 [&](std::uint64_t budget) {
                     memplan::remat_options o;
                     o.budget = budget;
-                    o.time_limit_seconds = sweep_time_limit;
+                    o.time_limit = sweep_time_limit;
                     return run_planner(name, d.g, o);
                 },
                 po);

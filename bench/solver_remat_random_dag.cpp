@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
             for (const auto& name : planners) {
                 memplan::remat_options o;
                 o.budget = budget;
-                o.time_limit_seconds = time_limit;
+                o.time_limit = time_limit;
                 auto r = memplan::plan_remat(name, g, o, memplan::glpk_solver::name);
                 const bool found = memplan::has_solution(r.status) && r.arena() <= budget;
                 if (found) all_valid = valid(g, r.plan, name) && all_valid;

@@ -79,12 +79,12 @@ int main(int argc, char** argv) {
 
             const auto t0 = std::chrono::steady_clock::now();
             memplan::order_options oo;
-            oo.time_limit_seconds = time_limit;
+            oo.time_limit = time_limit;
             const auto ordered = memplan::order_by_name("ilp", g, memplan::glpk_solver{}, oo);
             auto planned = memplan::make_plan(g, ordered.schedule, memplan::best_heuristic{}, {});
             if (planned.plan.arena_bytes > planned.bound) {
                 memplan::exact ex;
-                ex.time_limit_seconds = 1.0;
+                ex.time_limit = 1.0;
                 auto better = memplan::make_plan(g, ordered.schedule, ex, {});
                 if (memplan::has_solution(better.status) && better.plan.arena_bytes < planned.plan.arena_bytes)
                     planned = std::move(better);

@@ -104,7 +104,7 @@ train_options parse_options(int argc, char** argv, int default_steps) {
 static remat_result smallest_plan(const graph& g, const std::string& name, std::uint64_t store_all_bytes,
                                   double time_limit) {
     remat_options ro;
-    ro.time_limit_seconds = time_limit;
+    ro.time_limit = time_limit;
     return smallest_budget_plan(g, store_all_bytes, [&](std::uint64_t b) {
         ro.budget = b;
         return plan_remat(name, g, ro);
@@ -127,7 +127,7 @@ example_plan plan_example(const model& m, const graph& g, const train_options& o
     example_plan out;
     const auto t_plan = std::chrono::steady_clock::now();
     remat_options ro;
-    ro.time_limit_seconds = o.time_limit;
+    ro.time_limit = o.time_limit;
     out.store_all = plan_remat("store_all", g, ro).arena();
     out.budget = o.budget_bytes ? o.budget_bytes
                                 : static_cast<std::uint64_t>(double(out.store_all) * o.budget_percent / 100.0);

@@ -63,8 +63,7 @@ inline allocator_choice allocator_option(const parsed_args& a, std::string_view 
     allocator_choice c;
     c.entry = &choose(allocator_registry(), "--alloc", "allocator", a.value_or("--alloc", std::string(fallback)));
     c.settings.solver = solver_option_value(a, c.entry->needs_solver);
-    c.settings.deadline = command_deadline(a);
-    c.settings.time_limit_seconds = no_time_limit; // the command's deadline alone
+    c.settings.time_limit = command_deadline(a); // the command's deadline alone
     c.settings.gap = gap_option_value(a);
     c.settings.on_progress = alloc_progress_printer();
     return c;
@@ -119,8 +118,7 @@ inline memplan::planned plan_checked(const memplan::graph& g, const allocator_ch
 inline order_result<graph> order_with(const std::string& name, const graph& g, const parsed_args& a,
                                       memplan::deadline until) {
     order_options o;
-    o.deadline = until;
-    o.time_limit_seconds = no_time_limit;
+    o.time_limit = until;
     if (const auto gap = gap_option_value(a)) o.gap = *gap;
     o.solver = a.value_or("--solver", "");
     return order_by_name(name, g, o);
@@ -130,8 +128,7 @@ inline order_result<graph> order_with(const std::string& name, const graph& g, c
 inline memplan::remat_result store_all_checked(const memplan::graph& g, const memplan::remat_options& base) {
     memplan::remat_options o;
     o.alignment = base.alignment;
-    o.deadline = base.deadline;
-    o.time_limit_seconds = base.time_limit_seconds;
+    o.time_limit = base.time_limit;
     auto r = memplan::store_all{}.plan(g, o);
     if (!memplan::has_solution(r.status))
         throw internal_error("store_all found no plan for graph '" + g.name() + "': " + r.message);

@@ -28,7 +28,7 @@ basic_schedule<typename Graph::id_type> on_variant(const Graph& g, std::uint32_t
 /// bisection steps of a second each): the plan that recomputes the most.
 inline remat_result smallest_plan(const graph& g) {
     remat_options o;
-    o.time_limit_seconds = 1;
+    o.time_limit = 1;
     const auto top = plan_remat("store_all", g, o).arena();
     pareto_options po;
     po.tolerance = 0.05;

@@ -312,7 +312,7 @@ TEST_CASE("cuda.profile.recorded_graph_is_a_measured_cost_model") {
         }
     }
     remat_options ro;
-    ro.time_limit_seconds = 2;
+    ro.time_limit = 2;
     ro.budget = store_all{}.plan(g, ro).arena() / 10 * 9; // bn1.bwd alone needs ~75 %
     const auto r = auto_remat{}.plan(g, ro);
     INFO(r.message);

@@ -201,7 +201,7 @@ model_figures check_model(const setup& s, int steps) {
 
     // Store-all with default variants: the same op order per reduction, bit for bit.
     remat_options ro;
-    ro.time_limit_seconds = 2;
+    ro.time_limit = 2;
     const auto store_all = plan_remat("store_all", s.g, ro);
     REQUIRE(has_solution(store_all.status));
     REQUIRE(!reorders_arithmetic(s, store_all.plan));
@@ -225,7 +225,7 @@ model_figures check_model(const setup& s, int steps) {
     po.max_bisection_steps = 6;
     const auto smallest = smallest_budget_plan(s.g, sa, [&](std::uint64_t b) {
         remat_options o;
-        o.time_limit_seconds = 2;
+        o.time_limit = 2;
         o.budget = b;
         return plan_remat("auto", s.g, o);
     }, po);

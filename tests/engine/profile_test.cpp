@@ -94,7 +94,7 @@ TEST_CASE("engine.profile.round_trip_plans_and_trains") {
     }
     // Plan with it at half of store-all; the plan is valid and trains as the naive run.
     remat_options ro;
-    ro.time_limit_seconds = 2;
+    ro.time_limit = 2;
     ro.budget = plan_remat("store_all", g, ro).arena() / 2;
     const auto r = plan_remat("auto", g, ro);
     INFO(r.message);

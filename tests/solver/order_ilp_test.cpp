@@ -85,7 +85,7 @@ TEST_CASE_TEMPLATE("order.ilp.time_limit_leaves_a_feasible_order", S, glpk_solve
     std::mt19937_64 rng(77);
     const graph g = testing::random_order_dag(rng, 120);
     ilp_order<S> p;
-    p.options.time_limit_seconds = 0.3;
+    p.options.time_limit = 0.3;
     const auto r = p.order(g);
     INFO(r.message);
     check_result(g, r);
@@ -93,7 +93,7 @@ TEST_CASE_TEMPLATE("order.ilp.time_limit_leaves_a_feasible_order", S, glpk_solve
     CHECK(r.size <= greedy_order{}.order(g).size);
 
     windowed<S> w;
-    w.time_limit_seconds = 1;
+    w.time_limit = 1;
     w.window_time_limit_seconds = 0.3;
     const auto q = w.order(g);
     INFO(q.message);
@@ -108,7 +108,7 @@ TEST_CASE_TEMPLATE("order.ilp.stops_within_the_gap_of_the_bound", S, MEMPLAN_SOL
     std::mt19937_64 rng(78);
     const graph g = testing::random_order_dag(rng, 120);
     ilp_order<S> p;
-    p.options.time_limit_seconds = 30;
+    p.options.time_limit = 30;
     p.gap = 1.0;
     const auto r = p.order(g);
     INFO(r.message);
@@ -117,7 +117,7 @@ TEST_CASE_TEMPLATE("order.ilp.stops_within_the_gap_of_the_bound", S, MEMPLAN_SOL
     CHECK(r.message.find("no MILP") != std::string::npos);
 
     windowed<S> w;
-    w.time_limit_seconds = 30;
+    w.time_limit = 30;
     w.gap = 1.0;
     const auto q = w.order(g);
     INFO(q.message);

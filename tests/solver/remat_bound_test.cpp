@@ -161,7 +161,7 @@ TEST_CASE_TEMPLATE("remat.checkmate.general_milp_matches_brute_force", S, MEMPLA
             remat_options opt;
             opt.budget = budget;
             opt.alignment = 1;
-            opt.time_limit_seconds = 20;
+            opt.time_limit = 20;
             const auto r = checkmate<S>{}.plan(g, opt);
             INFO(g.name() << " budget " << budget << ": " << to_string(r.status) << " " << r.message);
             ++cases;
@@ -204,13 +204,13 @@ TEST_CASE_TEMPLATE("remat.bound.never_above_any_planners_plan", S, MEMPLAN_SOLVE
     std::size_t checked = 0, above_trivial = 0;
     for (const auto& g : graphs) {
         remat_options base;
-        base.time_limit_seconds = 5;
+        base.time_limit = 5;
         const auto all = plan_remat("store_all", g, base);
         REQUIRE(has_solution(all.status));
         for (double f : {0.75, 0.9}) {
             remat_options opt;
             opt.budget = static_cast<std::uint64_t>(static_cast<double>(all.arena()) * f);
-            opt.time_limit_seconds = 1;
+            opt.time_limit = 1;
             for (auto name : remat_names()) {
                 auto r = plan_remat_with(name, g, opt, S{});
                 if (!has_solution(r.status) || r.arena() > opt.budget) continue;
@@ -272,7 +272,7 @@ TEST_CASE_TEMPLATE("remat.bound.torch_like_graphs_against_brute_force", S, MEMPL
             remat_options opt;
             opt.budget = static_cast<std::uint64_t>(static_cast<double>(store.arena()) * f);
             opt.alignment = 1;
-            opt.time_limit_seconds = 1;
+            opt.time_limit = 1;
             for (auto name : remat_names()) {
                 auto r = plan_remat_with(name, g, opt, S{});
                 if (!has_solution(r.status)) continue;

@@ -72,7 +72,7 @@ TEST_CASE_TEMPLATE("remat.checkmate_format.80_and_90_percent_of_the_peak", S, ME
             remat_options o;
             o.budget = static_cast<std::uint64_t>(double(peak) * f);
             o.alignment = 1; // Checkmate's sizes are not aligned; memory is the live-bytes profile
-            o.time_limit_seconds = 5;
+            o.time_limit = 5;
             const auto cm = plan_remat_with("checkmate", g, o, S{});
             const auto a = plan_remat_with("auto", g, o, S{});
             CAPTURE(round);

@@ -136,7 +136,7 @@ TEST_CASE_TEMPLATE("remat.checkmate.matches_brute_force", S, MEMPLAN_SOLVERS) {
             remat_options opt;
             opt.budget = budget;
             opt.alignment = 1;
-            opt.time_limit_seconds = 20;
+            opt.time_limit = 20;
             const auto r = checkmate<S>{}.plan(g, opt);
             INFO("budget " << budget << ": " << to_string(r.status) << " " << r.message);
             ++cases;
@@ -189,14 +189,14 @@ TEST_CASE_TEMPLATE("remat.checkmate.lp_rounding_resnet18", S, MEMPLAN_SOLVERS) {
     zo.batch = 2;
     const graph g = zoo_graph("resnet18", zo);
     remat_options opt;
-    opt.time_limit_seconds = 30;
+    opt.time_limit = 30;
     const auto base = store_all{}.plan(g, opt);
     REQUIRE(has_solution(base.status));
     // Halfway between what any schedule needs (weights and optimizer state
     // dominate at batch 2) and what keeping everything needs.
     const auto need = remat_context<graph>(g).min_memory().first;
     opt.budget = need + (base.arena() - need) / 2;
-    opt.time_limit_seconds = 8; // GLPK's simplex may not finish the relaxation in it: then it must say so
+    opt.time_limit = 8; // GLPK's simplex may not finish the relaxation in it: then it must say so
     const auto r = checkmate<S>{}.plan(g, opt);
     INFO(to_string(r.status) << ": " << r.message);
     MESSAGE(S::name << ": store-all " << base.arena() << " B, budget " << opt.budget << " B, arena " << r.arena()
@@ -223,7 +223,7 @@ TEST_CASE("remat.checkmate.zoo_plans_with_glpk_interior_point") {
         REQUIRE(has_solution(base.status));
         const auto need = remat_context<graph>(g).min_memory().first;
         opt.budget = need + (base.arena() - need) * 6 / 10;
-        opt.time_limit_seconds = 20;
+        opt.time_limit = 20;
         const auto r = plan_remat_with("checkmate", g, opt, glpk_solver{});
         INFO(model << ": " << to_string(r.status) << ": " << r.message);
         MESSAGE(model << ": store-all " << base.arena() << " B, budget " << opt.budget << " B, arena " << r.arena()

@@ -99,7 +99,7 @@ milp_model transportation(unsigned seed, int sources, int sinks) {
 solve_options interior_point(double seconds = 10) {
     solve_options o;
     o.lp_method = lp_algorithm::interior;
-    o.time_limit_seconds = seconds;
+    o.time_limit = seconds;
     return o;
 }
 
@@ -270,7 +270,7 @@ TEST_CASE_TEMPLATE("solver.infeasible_and_unbounded", S, MEMPLAN_SOLVERS) {
 TEST_CASE_TEMPLATE("solver.time_limit_gives_incumbent_and_bound", S, MEMPLAN_SOLVERS) {
     const auto m = market_split(7, 4, 36);
     solve_options o;
-    o.time_limit_seconds = 0.5;
+    o.time_limit = 0.5;
     const auto r = S{}.solve(m, o);
     INFO(r.message);
     REQUIRE(has_solution(r.status));

@@ -68,7 +68,7 @@ remat_contract_summary check_remat_contract(const Planner& planner, const Graph&
                                             double seconds) {
     remat_contract_summary sum;
     remat_options o;
-    o.time_limit_seconds = seconds;
+    o.time_limit = seconds;
     auto run = [&](std::uint64_t budget) {
         o.budget = budget;
         const auto r = planner.plan(g, o);

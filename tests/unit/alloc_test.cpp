@@ -493,7 +493,7 @@ TEST_CASE("alloc.exact.windows_on_a_production_trace") {
     const auto p = read_offset_csv(std::string(MEMPLAN_DATA_DIR) + "/large/pangu_2.6B.csv").problem;
     const auto greedy = best_heuristic{}.place(p);
     exact e;
-    e.time_limit_seconds = 30;
+    e.time_limit = 30;
     const auto r = e.place(p);
     check_valid(p, r);
     CHECK(r.size <= greedy.size);

@@ -235,7 +235,7 @@ TEST_CASE("cost.swapping_the_model_changes_the_plan") {
     };
     const auto dear_convs = priced(1000, 1), dear_pointwise = priced(1, 1000);
     remat_options ro;
-    ro.time_limit_seconds = 5;
+    ro.time_limit = 5;
     ro.budget = store_all{}.plan(base, ro).arena() / 5 * 3;
     const auto a = auto_remat{}.plan(dear_convs, ro), b = auto_remat{}.plan(dear_pointwise, ro);
     REQUIRE(has_solution(a.status));

@@ -3,6 +3,7 @@
 // search, which also stops early once within its relative gap.
 #include <memplan/core/deadline.hpp>
 #include <memplan/plan/alloc/exact.hpp>
+#include <memplan/remat/remat.hpp>
 
 #include <doctest/doctest.h>
 
@@ -22,7 +23,7 @@ TEST_CASE("deadline.unlimited") {
     CHECK(std::isinf(d.remaining()));
     CHECK(d.share(0.5).unlimited());
     CHECK(deadline::after(std::numeric_limits<double>::infinity()).unlimited());
-    CHECK(d.within(no_time_limit).unlimited());
+    CHECK(d.within(std::numeric_limits<double>::infinity()).unlimited());
     CHECK_FALSE(d.within(5).unlimited());
 }
 
@@ -85,7 +86,7 @@ alloc_problem almost_at_the_bound() {
 TEST_CASE("alloc.exact.gap_stops_within_the_gap_of_the_bound") {
     const auto p = almost_at_the_bound();
     exact e;
-    e.time_limit_seconds = 30;
+    e.time_limit = 30;
     e.gap = auto_gap;
     const auto r = e.place(p);
     INFO(r.message);
@@ -106,18 +107,31 @@ TEST_CASE("alloc.exact.gap_stops_within_the_gap_of_the_bound") {
 TEST_CASE("alloc.exact.stops_at_a_deadline_handed_down") {
     const auto p = almost_at_the_bound();
     exact e;
-    e.time_limit_seconds = no_time_limit;
-    e.deadline = deadline::passed();
+    e.time_limit = deadline::passed();
     const auto r = e.place(p); // a heuristic placement, no search
     REQUIRE(has_solution(r.status));
     CHECK(r.status == status::feasible);
     CHECK(r.seconds < 5.0);
-    // The time limit and the deadline: the earlier one applies.
-    exact both;
-    both.deadline = deadline::after(100.0);
-    both.time_limit_seconds = 1;
-    CHECK(both.limit().remaining() <= 1.0);
-    both.time_limit_seconds = 1000;
-    CHECK(both.limit().remaining() <= 100.0);
-    CHECK(both.limit().remaining() > 99.0);
+}
+
+TEST_CASE("deadline.time_limit_resolves_to_the_earlier_of_its_seconds_and_its_deadline") {
+    // Seconds from the call and a deadline: the earlier one applies.
+    const auto far = deadline::after(100.0);
+    CHECK(time_limit(far, 1).from_now().remaining() <= 1.0);
+    CHECK(time_limit(far, 1000).from_now().remaining() <= 100.0);
+    CHECK(time_limit(far, 1000).from_now().remaining() > 99.0);
+    // Seconds alone count from the moment it is resolved; a deadline alone stays itself.
+    CHECK(time_limit(5.0).from_now().remaining() > 4.0);
+    CHECK(time_limit(far).from_now() == far);
+    CHECK(time_limit().from_now().unlimited());
+    // What options are written with: a number of seconds, a deadline, or both.
+    remat_options o;
+    o.time_limit = 2;
+    CHECK(o.time_limit.seconds() == 2.0);
+    CHECK(o.time_limit.until().unlimited());
+    o.time_limit = far;
+    CHECK(std::isinf(o.time_limit.seconds()));
+    o.time_limit = {far, 3};
+    CHECK(o.time_limit.seconds() == 3.0);
+    CHECK(o.time_limit.until() == far);
 }

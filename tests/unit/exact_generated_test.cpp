@@ -67,7 +67,7 @@ void check_solves(const family& f, std::initializer_list<std::uint64_t> seeds) {
         CAPTURE(seed);
         CAPTURE(p.items.size());
         exact policy;
-        policy.time_limit_seconds = 60;
+        policy.time_limit = 60;
         const auto r = policy.place(p);
         CHECK(r.status != status::infeasible);
         REQUIRE(has_solution(r.status));
@@ -112,7 +112,7 @@ TEST_CASE("alloc.exact.generated.minimise") {
         alloc_problem p = in.problem;
         p.capacity = 0;
         exact policy;
-        policy.time_limit_seconds = 60;
+        policy.time_limit = 60;
         const auto r = policy.place(p);
         CAPTURE(f->name);
         REQUIRE(has_solution(r.status));

@@ -266,7 +266,7 @@ TEST_CASE("alloc.exact.progress_and_time_limit") {
     auto p = csv.problem;
     p.capacity = 1048576;
     exact e;
-    e.time_limit_seconds = 0; // out of time at once: no solution, or a valid one
+    e.time_limit = 0; // out of time at once: no solution, or a valid one
     int calls = 0;
     e.on_progress = [&](const exact_progress& pr) {
         ++calls;
@@ -293,7 +293,7 @@ TEST_CASE("alloc.exact.minimalloc_challenging") {
         auto p = read_offset_csv(challenging(name)).problem;
         p.capacity = 1048576;
         exact e;
-        e.time_limit_seconds = 60;
+        e.time_limit = 60;
         const auto r = e.place(p);
         require_valid(p, r, p.capacity);
         CHECK(r.size <= p.capacity);

@@ -71,7 +71,7 @@ TEST_CASE("registry.rows_run_their_planner") {
             continue;
         }
         allocator_settings st;
-        st.time_limit_seconds = 1;
+        st.time_limit = 1;
         const auto r = make_plan(g, s, e.name, {}, st);
         REQUIRE(has_solution(r.status));
         CHECK(check_plan(g, r.plan).ok());
@@ -81,7 +81,7 @@ TEST_CASE("registry.rows_run_their_planner") {
     for (const auto& e : remat_registry<graph>()) {
         CAPTURE(e.name);
         remat_options o;
-        o.time_limit_seconds = 1;
+        o.time_limit = 1;
         if (e.needs_solver) {
             CHECK_THROWS_AS(e.run(t, o, {}), memplan::error);
             continue;

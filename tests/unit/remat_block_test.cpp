@@ -102,7 +102,7 @@ TEST_CASE("remat.block.figures_are_the_schedules") {
         for (double frac : {1.0, 0.8, 0.6}) {
             remat_options o;
             o.budget = static_cast<std::uint64_t>(static_cast<double>(store_all{}.plan(sub, {}).arena()) * frac);
-            o.time_limit_seconds = 1;
+            o.time_limit = 1;
             const auto r = joint{}.plan(b.sub, o);
             if (!has_solution(r.status)) continue;
             detail::block_plan<graph> p;
@@ -149,7 +149,7 @@ TEST_CASE("remat.block.plans_valid_and_fit") {
             CAPTURE(frac);
             remat_options o;
             o.budget = static_cast<std::uint64_t>(static_cast<double>(base.arena()) * frac);
-            o.time_limit_seconds = 6; // validity, not speed: room for a loaded machine
+            o.time_limit = 6; // validity, not speed: room for a loaded machine
             const auto r = block_dp{}.plan(g, o);
             CHECK(r.planner == "block_dp");
             if (o.budget < need) CHECK(r.status == status::infeasible);

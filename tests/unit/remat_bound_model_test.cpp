@@ -150,7 +150,7 @@ std::size_t check_plans_of(const Planner& planner) {
             remat_options opt;
             opt.budget = static_cast<std::uint64_t>(static_cast<double>(all.arena()) * f);
             opt.alignment = 1;
-            opt.time_limit_seconds = 2;
+            opt.time_limit = 2;
             const auto r = planner.plan(g, opt);
             if (!has_solution(r.status)) continue;
             INFO(g.name() << " at " << f << ": " << Planner::name);

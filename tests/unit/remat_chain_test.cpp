@@ -237,7 +237,7 @@ void check_chain_plans(const graph& g, const remat_result& base) {
         CAPTURE(frac);
         remat_options o;
         o.budget = std::max<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(base.arena()) * frac), 1);
-        o.time_limit_seconds = 2;
+        o.time_limit = 2;
         const auto r = chain_dp{}.plan(g, o);
         CHECK(r.planner == "chain_dp");
         if (has_solution(r.status)) {

@@ -45,7 +45,7 @@ void check_planner(const Planner& p, const graph& g, const remat_result& base) {
         CAPTURE(frac);
         remat_options o;
         o.budget = std::max<std::uint64_t>(static_cast<std::uint64_t>(static_cast<double>(base.arena()) * frac), 1);
-        o.time_limit_seconds = 2;
+        o.time_limit = 2;
         const auto r = p.plan(g, o);
         CHECK(r.planner == Planner::name);
         CHECK(r.overhead() >= -1e-9);

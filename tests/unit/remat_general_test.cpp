@@ -133,7 +133,7 @@ TEST_CASE("remat.general.a_budget_only_recomputation_meets_is_planned") {
     remat_options o;
     o.budget = keep_all_peak - 256;
     o.alignment = 1;
-    o.time_limit_seconds = 5;
+    o.time_limit = 5;
     for (const auto& r : {joint{}.plan(ctx, o), auto_remat{}.plan(ctx, o)}) {
         INFO(r.planner, ": ", r.message);
         REQUIRE(has_solution(r.status));
@@ -151,7 +151,7 @@ TEST_CASE("remat.general.auto_reorders_when_the_order_meets_the_budget") {
     remat_options o;
     o.alignment = 1;
     o.budget = 1300; // one large tensor with the small ones: only the other order fits
-    o.time_limit_seconds = 5;
+    o.time_limit = 5;
     REQUIRE(listed > o.budget);
     CHECK_FALSE(has_solution(joint{}.plan(ctx, o).status)); // the listed order alone cannot
     const auto r = auto_remat{}.plan(ctx, o);

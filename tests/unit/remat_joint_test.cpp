@@ -88,7 +88,7 @@ TEST_CASE("remat.joint.random_graphs_fit_their_budgets") {
         for (double f : {1.0, 0.8, 0.6, 0.45}) {
             remat_options o;
             o.budget = static_cast<std::uint64_t>(double(all.arena()) * f);
-            o.time_limit_seconds = 5;
+            o.time_limit = 5;
             const auto r = joint{}.plan(g, o);
             if (!has_solution(r.status)) {
                 // It may fail to find a plan, but it may only say infeasible with proof.
@@ -127,7 +127,7 @@ TEST_CASE("remat.joint.keeps_a_checkpoint_rather_than_remake_an_expensive_input"
     remat_options o;
     o.budget = 1800; // store-all holds 2750 bytes at `mid`: x, w, g2, big and a1
     o.alignment = 1;
-    o.time_limit_seconds = 5;
+    o.time_limit = 5;
     const auto r = joint{}.plan(g, o);
     expect_valid_fit(g, r);
     CHECK(testing::runs_of(g, r.plan.steps, "f0") == 1);
@@ -145,7 +145,7 @@ TEST_CASE("remat.joint.zoo_resnet18_close_to_the_minimum") {
     REQUIRE(need < all.arena());
     remat_options o;
     o.budget = need + (all.arena() - need) / 10; // 10% of the way from the minimum to store-all
-    o.time_limit_seconds = 10;
+    o.time_limit = 10;
     const auto r = joint{}.plan(ctx, o);
     expect_valid_fit(g, r);
     CHECK(r.overhead() >= 0);
@@ -173,7 +173,7 @@ TEST_CASE("remat.auto.is_at_least_as_cheap_as_each_member") {
         for (std::uint64_t tenths : {6, 8}) {
             remat_options o;
             o.budget = all.arena() * tenths / 10;
-            o.time_limit_seconds = 4;
+            o.time_limit = 4;
             const auto a = auto_remat{}.plan(ctx, o);
             for (const auto& r : {chain_dp{}.plan(ctx, o), sqrt_n{}.plan(ctx, o), chen_greedy{}.plan(ctx, o)}) {
                 if (!has_solution(r.status) || r.arena() > o.budget) continue;
@@ -227,8 +227,8 @@ TEST_CASE("remat.joint.exchange_solves_the_knapsack_at_the_peak") {
     const remat_context<graph> ctx(g);
     remat_options o;
     o.alignment = 1;
-    o.time_limit_seconds = 5;
-    const detail::joint_search<graph> search(ctx, o, o.limit(), 24, 1.0);
+    o.time_limit = 5;
+    const detail::joint_search<graph> search(ctx, o, o.time_limit.from_now(), 24, 1.0);
     auto dropping = [&](std::initializer_list<const char*> ts) {
         auto c = ctx.keep_all();
         for (auto t : ts) c.keep[*g.find_tensor(t)] = 0;

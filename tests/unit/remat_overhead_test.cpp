@@ -15,7 +15,7 @@ using namespace memplan;
 TEST_CASE("remat.overhead.is_against_store_all_with_the_fastest_variants") {
     const graph g = zoo_graph("resnet50");
     remat_options o;
-    o.time_limit_seconds = 5;
+    o.time_limit = 5;
     const auto all = plan_remat("store_all", g, o);
     REQUIRE(has_solution(all.status));
     o.budget = static_cast<std::uint64_t>(static_cast<double>(all.arena()) * 0.33);

@@ -171,7 +171,7 @@ TEST_CASE("remat.pareto.selected_planners") {
             [&](std::uint64_t budget) {
                 memplan::remat_options o;
                 o.budget = budget;
-                o.time_limit_seconds = 0.5;
+                o.time_limit = 0.5;
                 return memplan::plan_remat(name, g, o);
             },
             po);

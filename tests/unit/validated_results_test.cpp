@@ -44,7 +44,7 @@ struct broken_remat : remat_planner<broken_remat> {
     using remat_planner<broken_remat>::plan;
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chrono::steady_clock::time_point) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         remat_options all = opt;
         all.budget = std::numeric_limits<std::uint64_t>::max();
         auto r = store_all{}.plan(ctx, all);
@@ -78,7 +78,7 @@ TEST_CASE("check.library.remat_entry_rejects_an_invalid_plan") {
     std::mt19937_64 rng(5);
     const graph g = testing::random_remat_graph(rng);
     remat_options o;
-    o.time_limit_seconds = 2;
+    o.time_limit = 2;
     const auto bad = broken_remat{}.plan(g, o);
     CHECK(bad.status == status::error);
     CHECK(bad.message.find("check_plan") != std::string::npos);

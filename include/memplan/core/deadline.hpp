@@ -80,9 +80,35 @@ private:
     clock::time_point end_ = clock::time_point::max();
 };
 
-/// For a `time_limit_seconds` field: no limit of its own, the options'
-/// `deadline` alone applies (how a caller hands its deadline down).
-inline constexpr double no_time_limit = std::numeric_limits<double>::infinity();
+/// How long a call may run, as its options say it: seconds counted from the
+/// moment the call starts, a deadline (a caller hands its own down: one
+/// clock for a whole command), or both, whichever comes first. A planner
+/// resolves it once, at its entry (`from_now`), into the deadline its steps
+/// share.
+///
+///     o.time_limit = 5;          // five seconds from the call
+///     o.time_limit = until;      // the caller's deadline
+///     o.time_limit = {until, 5}; // both
+class time_limit {
+public:
+    /// No limit.
+    constexpr time_limit() noexcept = default;
+    /// `seconds` from the start of the call (infinity: none).
+    constexpr time_limit(double seconds) noexcept : seconds_(seconds) {}
+    /// By `d`.
+    constexpr time_limit(deadline d) noexcept : until_(d) {}
+    /// By `d`, and at most `seconds` from the start of the call.
+    constexpr time_limit(deadline d, double seconds) noexcept : seconds_(seconds), until_(d) {}
+
+    /// The deadline of a call that starts now.
+    deadline from_now() const noexcept { return until_.within(seconds_); }
+    constexpr double seconds() const noexcept { return seconds_; }
+    constexpr deadline until() const noexcept { return until_; }
+
+private:
+    double seconds_ = std::numeric_limits<double>::infinity();
+    deadline until_{};
+};
 
 /// A stopwatch for the `seconds` a result reports (not a limit: limits are deadlines).
 class stopwatch {

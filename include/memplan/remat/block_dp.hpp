@@ -237,10 +237,10 @@ struct block_dp : remat_planner<block_dp> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         if (ctx.general()) {
-            auto r = joint{}.plan(ctx, opt, t0);
+            auto r = joint{}.plan(ctx, opt);
             r.planner = std::string(name);
             r.message = "no backward part: the whole graph is one block, planned by joint" +
                         (r.message.empty() ? std::string() : "; " + r.message);
@@ -251,10 +251,10 @@ struct block_dp : remat_planner<block_dp> {
         if (opt.budget < ctx.min_memory().first) { // below what any schedule needs: nothing to solve
             detail::no_plan_within_budget(ctx, opt, best, name);
             best.planner = std::string(name);
-            best.seconds = detail::seconds_since(t0);
+            best.seconds = watch.seconds();
             return best;
         }
-        const memplan::deadline until = opt.limit();
+        const memplan::deadline until = opt.time_limit.from_now();
         // Block sizes tried, finest first: every articulation point that a
         // backward op needs (each a block of its own), then blocks of at
         // least a quarter and half of the forward ops. Coarse blocks let
@@ -274,7 +274,7 @@ struct block_dp : remat_planner<block_dp> {
             const memplan::deadline by = k + 1 == sizes.size() ? until : until.share(size_shares[k]);
             detail::graph_chain<Graph> chain(ctx, seg, fastest_variants(ctx.graph()));
             const auto stats = add_block_options(ctx, opt, chain, by.share(blocks_share));
-            auto r = detail::plan_on_chain(ctx, opt.until(by), chain, slots, first_pass_share, exact_share, name, t0);
+            auto r = detail::plan_on_chain(ctx, opt.until(by), chain, slots, first_pass_share, exact_share, name);
             const std::string summary = std::to_string(stats.blocks) + " blocks (" + std::to_string(stats.solved) +
                                         " solved, identical ones once; " + std::to_string(stats.options) +
                                         " block plans)";
@@ -290,7 +290,7 @@ struct block_dp : remat_planner<block_dp> {
         }
         best.planner = std::string(name);
         best.message += (best.message.empty() ? "" : "; ") + std::string("tried ") + tried;
-        best.seconds = detail::seconds_since(t0);
+        best.seconds = watch.seconds();
         return best;
     }
 
@@ -417,8 +417,7 @@ private:
                 remat_options o;
                 o.budget = budget;
                 o.alignment = opt.alignment;
-                o.deadline = earliest(opt.deadline, by);
-                o.time_limit_seconds = per_level();
+                o.time_limit = {earliest(opt.time_limit.from_now(), by), per_level()};
                 if (pairs_left > 0) --pairs_left;
                 auto r = joint{}.plan(sub, o);
                 if (!has_solution(r.status)) return std::uint64_t{0};

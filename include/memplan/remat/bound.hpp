@@ -191,8 +191,7 @@ template <SolverLike S>
 void solve_bound_lp(const milp_model& model, const S& solver, const remat_bound_options& opt, std::string_view what,
                     remat_cost_bound& out) {
     solve_options so;
-    so.deadline = opt.deadline;
-    so.time_limit_seconds = no_time_limit;
+    so.time_limit = opt.deadline;
     so.lp_method = lp_algorithm::simplex; // a vertex proven optimal: an interior point's objective is no bound
     const auto r = solver.solve(model, so);
     std::string note = std::string(what) + " (" + std::to_string(model.columns.size()) + " columns, " +

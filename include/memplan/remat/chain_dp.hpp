@@ -472,13 +472,13 @@ namespace detail {
 template <class Graph>
 basic_remat_result<typename Graph::size_type, typename Graph::id_type>
 plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const graph_chain<Graph>& chain,
-              std::size_t slots, double zoom_share, double exact_share, std::string_view name,
-              std::chrono::steady_clock::time_point t0) {
+              std::size_t slots, double zoom_share, double exact_share, std::string_view name) {
+    const stopwatch watch;
     using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
     out.planner = std::string(name);
     const Graph& g = ctx.graph();
-    const memplan::deadline until = opt.limit();
+    const memplan::deadline until = opt.time_limit.from_now();
     const memplan::deadline zoom_by = until.share(zoom_share);
     const std::size_t S = std::max<std::size_t>(slots, 8);
 
@@ -558,7 +558,7 @@ plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const g
         no_plan_within_budget(ctx, opt, out, name);
         if (have_smallest) out.message += "; the chain's smallest plan needs " + std::to_string(arena) + " bytes";
     }
-    out.seconds = seconds_since(t0);
+    out.seconds = watch.seconds();
     return out;
 }
 
@@ -578,10 +578,12 @@ struct chain_dp : remat_planner<chain_dp> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         const detail::graph_chain<Graph> chain(ctx);
-        return detail::plan_on_chain(ctx, opt, chain, slots, first_pass_share, exact_share, name, t0);
+        auto r = detail::plan_on_chain(ctx, opt, chain, slots, first_pass_share, exact_share, name);
+        r.seconds = watch.seconds();
+        return r;
     }
 };
 

@@ -75,14 +75,14 @@ struct checkmate : remat_planner<checkmate<S>> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
         using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
         const Graph& g = ctx.graph();
         result_type out;
         out.planner = std::string(name);
-        const memplan::deadline until = opt.limit();
+        const memplan::deadline until = opt.time_limit.from_now();
 
         // Keeping everything costs nothing extra: when it fits, it is optimal.
         {
@@ -92,13 +92,13 @@ struct checkmate : remat_planner<checkmate<S>> {
                 detail::finish_remat_result(ctx, opt, std::move(planned), out);
                 out.status = status::optimal;
                 out.message = "keeping every tensor fits";
-                out.seconds = detail::seconds_since(t0);
+                out.seconds = watch.seconds();
                 return out;
             }
         }
         if (opt.budget < ctx.min_memory().first) {
             detail::no_plan_within_budget(ctx, opt, out, name);
-            out.seconds = detail::seconds_since(t0);
+            out.seconds = watch.seconds();
             return out;
         }
 
@@ -111,7 +111,7 @@ struct checkmate : remat_planner<checkmate<S>> {
             detail::finish_remat_result(ctx, opt, std::move(planned), out);
             have = true;
             if (opt.on_progress)
-                opt.on_progress({name, out.arena(), out.overhead(), detail::seconds_since(t0)});
+                opt.on_progress({name, out.arena(), out.overhead(), watch.seconds()});
             return true;
         };
 
@@ -144,7 +144,7 @@ struct checkmate : remat_planner<checkmate<S>> {
             detail::no_plan_within_budget(ctx, opt, out, name);
             if (!notes.empty()) out.message += " (" + notes + ")";
         }
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
 
@@ -173,8 +173,7 @@ private:
             const auto cm = detail::build_checkmate_milp(g, L, milp_budget, true);
             solve_options so;
             // Leave the relaxation time when the MILP does not finish.
-            so.deadline = until.share(round == 0 ? first_milp_share : milp_resolve_share);
-            so.time_limit_seconds = no_time_limit;
+            so.time_limit = until.share(round == 0 ? first_milp_share : milp_resolve_share);
             const auto r = solver.solve(cm.model, so);
             notes = "MILP: " + std::to_string(cm.binaries) + " binaries, " + std::to_string(cm.model.columns.size()) +
                     " columns, " + std::to_string(cm.model.rows.size()) + " rows, " + std::string(to_string(r.status)) +
@@ -218,8 +217,7 @@ private:
             const auto lp_budget = static_cast<std::uint64_t>(static_cast<double>(opt.budget) * factor);
             const auto cm = detail::build_checkmate_milp(g, L, lp_budget, false);
             solve_options so;
-            so.deadline = until.share(lp_share);
-            so.time_limit_seconds = no_time_limit;
+            so.time_limit = until.share(lp_share);
             so.lp_method = lp_method;
             const auto r = solver.solve(cm.model, so);
             log += (log.empty() ? "" : "; ") + std::string("LP at ") + std::to_string(factor) + " x budget: " +

@@ -50,20 +50,22 @@ remat_choice<Graph> checkpoint_choice(const remat_context<Graph>& ctx, const for
     return c;
 }
 
-/// Reports progress at most about once a second.
+/// Reports progress at most about once a second, with the seconds since the
+/// planner started (`watch`).
 class progress_throttle {
 public:
-    explicit progress_throttle(std::chrono::steady_clock::time_point t0) : t0_(t0), last_(t0) {}
+    explicit progress_throttle(const stopwatch& watch) : watch_(watch), last_(watch.seconds()) {}
     void maybe(const remat_options& opt, std::string_view planner, std::uint64_t arena, double overhead) {
         if (!opt.on_progress) return;
-        const auto now = std::chrono::steady_clock::now();
-        if (std::chrono::duration<double>(now - last_).count() < 1.0) return;
+        const double now = watch_.seconds();
+        if (now - last_ < 1.0) return;
         last_ = now;
-        opt.on_progress(remat_progress{planner, arena, overhead, seconds_since(t0_)});
+        opt.on_progress(remat_progress{planner, arena, overhead, now});
     }
 
 private:
-    std::chrono::steady_clock::time_point t0_, last_;
+    const stopwatch& watch_;
+    double last_;
 };
 
 /// Places the schedule of `choice`; when it fits the budget and is cheaper
@@ -101,8 +103,8 @@ struct sqrt_n : remat_planner<sqrt_n> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const auto seg = detail::segment_forward(ctx);
@@ -112,7 +114,7 @@ struct sqrt_n : remat_planner<sqrt_n> {
         if (k > 0)
             for (std::size_t i = k - 1; i < n; i += k) checkpoint[i] = 1;
         const auto s = ctx.schedule_of(detail::checkpoint_choice(ctx, seg, checkpoint));
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.limit().share(exact_share));
+        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit.from_now().share(exact_share));
         const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
         const auto arena = planned.plan.arena_bytes;
         detail::finish_remat_result(ctx, opt, std::move(planned), out);
@@ -123,7 +125,7 @@ struct sqrt_n : remat_planner<sqrt_n> {
             detail::no_plan_within_budget(ctx, opt, out, name);
             out.message += "; sqrt(n) checkpointing needs " + std::to_string(arena) + " bytes";
         }
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
 };
@@ -161,14 +163,14 @@ struct chen_greedy : remat_planner<chen_greedy> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const Graph& g = ctx.graph();
-        const memplan::deadline until = opt.limit();
+        const memplan::deadline until = opt.time_limit.from_now();
         const auto seg = detail::segment_forward(ctx);
-        detail::progress_throttle progress(t0);
+        detail::progress_throttle progress(watch);
 
         basic_planned<typename Graph::size_type, typename Graph::id_type> best;
         double best_cost = 0;
@@ -232,7 +234,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
             detail::no_plan_within_budget(ctx, opt, out, name);
             out.message += "; checkpointing every candidate needs " + std::to_string(arena) + " bytes";
         }
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
 };

@@ -82,8 +82,7 @@ struct joint : remat_planner<joint> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const;
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const;
 };
 
 namespace detail {
@@ -1118,7 +1117,8 @@ private:
 
 template <class Graph>
 basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chrono::steady_clock::time_point t0) const {
+joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    const stopwatch watch;
     using size_type = typename Graph::size_type;
     basic_remat_result<size_type, typename Graph::id_type> out;
     out.planner = std::string(name);
@@ -1126,10 +1126,10 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
     const auto need = ctx.min_memory();
     if (opt.budget < need.first) {
         detail::no_plan_within_budget(ctx, opt, out, name);
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
-    const memplan::deadline until = opt.limit();
+    const memplan::deadline until = opt.time_limit.from_now();
     detail::joint_search<Graph> search(ctx, opt, until, trials_per_step, cost_exponent);
     const size_type budget =
         static_cast<size_type>(std::min<std::uint64_t>(opt.budget, std::numeric_limits<size_type>::max()));
@@ -1144,7 +1144,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
         pr.planner = name;
         pr.best_arena = found ? best.plan.arena_bytes : 0;
         pr.best_overhead = found && ctx.fastest_cost() > 0 ? best_cost / ctx.fastest_cost() - 1.0 : 0.0;
-        pr.elapsed_seconds = detail::seconds_since(t0);
+        pr.elapsed_seconds = watch.seconds();
         opt.on_progress(pr);
     };
     auto consider = [&](basic_planned<size_type, typename Graph::id_type>& planned) {
@@ -1205,12 +1205,12 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt, std::chro
     }
     if (!found) {
         detail::no_plan_within_budget(ctx, opt, out, name);
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
     detail::finish_remat_result(ctx, opt, std::move(best), out);
     out.status = status::feasible;
-    out.seconds = detail::seconds_since(t0);
+    out.seconds = watch.seconds();
     return out;
 }
 

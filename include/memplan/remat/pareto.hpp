@@ -114,8 +114,7 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
     const remat_context<Graph> ctx(g);
     remat_options top_opt;
     top_opt.alignment = opt.alignment;
-    top_opt.deadline = opt.deadline;
-    top_opt.time_limit_seconds = opt.store_all_time_limit;
+    top_opt.time_limit = {opt.deadline, opt.store_all_time_limit};
     const auto top_run = store_all{}.plan(ctx, top_opt);
     if (!has_solution(top_run.status))
         throw error("remat", "pareto sweep: graph '" + g.name() + "' has no store-all plan: " + top_run.message);
@@ -132,9 +131,9 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         bool ok;
     };
     auto run = [&](std::string_view stage, std::uint64_t budget) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const stopwatch watch;
         result_type r = plan_at(budget);
-        const double secs = detail::seconds_since(t0);
+        const double secs = watch.seconds();
         // A planner that ignores the budget field is still judged by it.
         r.budget = static_cast<size_type>(budget);
         const bool ok = fits(r);

@@ -29,7 +29,7 @@
 namespace memplan {
 
 /// The portfolio; `Extra` is an optional further member with
-/// `plan(context, options, t0)` (the Checkmate MILP with a solver, see
+/// `plan(context, options)` (the Checkmate MILP with a solver, see
 /// select.hpp), tried on graphs of at most `extra_max_ops` ops.
 template <class Extra = std::nullptr_t>
 struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
@@ -51,8 +51,8 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
         result_type best;
         bool found = false;
@@ -71,7 +71,7 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
                     p.planner = best.planner;
                     p.best_arena = best.arena();
                     p.best_overhead = best.overhead();
-                    p.elapsed_seconds = detail::seconds_since(t0);
+                    p.elapsed_seconds = watch.seconds();
                     opt.on_progress(p);
                 }
             }
@@ -80,10 +80,10 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
         if (const auto need = ctx.min_memory(); opt.budget < need.first) {
             detail::no_plan_within_budget(ctx, opt, best, name);
             best.planner = std::string(name);
-            best.seconds = detail::seconds_since(t0);
+            best.seconds = watch.seconds();
             return best;
         }
-        const memplan::deadline until = opt.limit();
+        const memplan::deadline until = opt.time_limit.from_now();
         auto sub = [&](double share) {
             remat_options o = opt.until(until.share(share));
             o.on_progress = nullptr;
@@ -121,7 +121,7 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
         } else {
             const bool small = ctx.graph().num_ops() <= extra_max_ops;
             joint_members(small ? joint_share_with_extra : 1.0);
-            if (small) offer(extra.plan(ctx, sub(1.0), std::chrono::steady_clock::now()));
+            if (small) offer(extra.plan(ctx, sub(1.0)));
         }
         if (!found) {
             if (best.status != status::infeasible) {
@@ -131,7 +131,7 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
             }
             best.planner = std::string(name);
         }
-        best.seconds = detail::seconds_since(t0);
+        best.seconds = watch.seconds();
         return best;
     }
 };

@@ -350,19 +350,19 @@ private:
 };
 
 /// Base of the planners that work on a `remat_context`: gives each of them
-/// `plan(graph, options)`, which builds the context and calls the planner's
-/// own `plan(context, options, t0)` (so the deadline and the stopwatch start
-/// before the context is built, and a portfolio can share one context among
-/// its members; `t0` only times the result, the options' deadline bounds it).
+/// `plan(graph, options)`, which resolves the options' time limit, builds the
+/// context and calls the planner's own `plan(context, options)` (so the
+/// deadline and the reported seconds count the context's construction, and a
+/// portfolio can share one context among its members).
 template <class Planner>
 struct remat_planner {
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
                                                                                const remat_options& opt) const {
-        const auto t0 = std::chrono::steady_clock::now();
-        const remat_options o = opt.until(opt.limit());
+        const stopwatch watch;
+        const remat_options o = opt.until(opt.time_limit.from_now());
         const remat_context<Graph> ctx(g);
-        auto r = static_cast<const Planner&>(*this).plan(ctx, o, t0);
+        auto r = static_cast<const Planner&>(*this).plan(ctx, o);
         if (r.bound == 0 && g.num_ops() > 0) {
             const auto need = ctx.min_memory();
             r.bound = need.first;
@@ -378,7 +378,7 @@ struct remat_planner {
                 detail::reject_invalid_plan(g, r.plan, r.status, r.message);
             }
         }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        r.seconds = watch.seconds();
         return r;
     }
 };
@@ -449,8 +449,7 @@ place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s_in
     if (has_solution(planned.status) && planned.plan.arena_bytes > budget && planned.bound <= budget &&
         !exact_until.expired()) {
         exact e;
-        e.deadline = exact_until;
-        e.time_limit_seconds = no_time_limit;
+        e.time_limit = exact_until;
         e.capacity = budget;
         auto tight = make_plan(g, s, e, po);
         if (has_solution(tight.status) && tight.plan.arena_bytes <= budget) {
@@ -496,10 +495,6 @@ void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options&
         out.message = std::string(planner) + " found no plan within " + std::to_string(opt.budget) +
                       " bytes (any schedule needs at least " + std::to_string(need) + " bytes, for op '" + op + "')";
     }
-}
-
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 } // namespace detail

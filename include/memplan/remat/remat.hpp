@@ -38,21 +38,17 @@ struct remat_progress {
 struct remat_options {
     /// The arena must not exceed this many bytes; max() means no limit.
     std::uint64_t budget = std::numeric_limits<std::uint64_t>::max();
-    /// The planner stops by then (a command hands one deadline through all
-    /// its steps), and at most `time_limit_seconds` after it starts.
-    memplan::deadline deadline{};
-    double time_limit_seconds = 10; ///< infinity (`no_time_limit`): `deadline` alone
+    /// Seconds from the planner's start, or a deadline (a command hands one
+    /// through all its steps), or both; resolved once, at the planner's entry.
+    memplan::time_limit time_limit = 10.0;
     std::uint64_t alignment = 256; ///< every offset a multiple of it
     std::function<void(const remat_progress&)> on_progress; ///< optional
 
-    /// When a call that starts now must stop: `deadline`, or
-    /// `time_limit_seconds` from now when that comes first.
-    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
-    /// These options for a step that must stop by `d` (and by `deadline`).
+    /// These options for a step that starts now and must stop by `d` (and
+    /// by `time_limit`).
     remat_options until(memplan::deadline d) const {
         remat_options o = *this;
-        o.deadline = earliest(limit(), d);
-        o.time_limit_seconds = no_time_limit;
+        o.time_limit = earliest(time_limit.from_now(), d);
         return o;
     }
 };

@@ -21,12 +21,12 @@ struct store_all : remat_planner<store_all> {
 
     template <class Graph>
     basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt,
-         std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) const {
+    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+        const stopwatch watch;
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
         const auto s = ctx.schedule_of(ctx.keep_all());
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.limit().share(exact_share));
+        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit.from_now().share(exact_share));
         const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
         const auto arena = planned.plan.arena_bytes;
         detail::finish_remat_result(ctx, opt, std::move(planned), out); // kept for the figures even when over
@@ -36,7 +36,7 @@ struct store_all : remat_planner<store_all> {
             detail::no_plan_within_budget(ctx, opt, out, name);
             out.message += "; keeping everything needs " + std::to_string(arena) + " bytes";
         }
-        out.seconds = detail::seconds_since(t0);
+        out.seconds = watch.seconds();
         return out;
     }
 };

@@ -53,7 +53,7 @@ inline double cbc_bound(double v) noexcept {
 struct cbc_solver {
     static constexpr std::string_view name = "cbc";
 
-    /// Solves `m` by `o.limit()`; never throws for solver
+    /// Solves `m` by `o.time_limit`; never throws for solver
     /// outcomes and never aborts.
     milp_result solve(const milp_model& m, const solve_options& o) const {
         using clock = std::chrono::steady_clock;
@@ -64,7 +64,7 @@ struct cbc_solver {
         };
         if (auto fault = validate_model(m)) return finish(invalid_model_result(*fault));
         try {
-            return finish(run(m, o, o.limit()));
+            return finish(run(m, o, o.time_limit.from_now()));
         } catch (const std::exception& e) {
             milp_result r;
             r.status = status::error;

@@ -179,12 +179,12 @@ inline int glpk_ms(double seconds) noexcept {
 struct glpk_solver {
     static constexpr std::string_view name = "glpk";
 
-    /// Solves `m` by `o.limit()`; never throws for solver
+    /// Solves `m` by `o.time_limit`; never throws for solver
     /// outcomes and never aborts.
     milp_result solve(const milp_model& m, const solve_options& o) const {
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
-        const memplan::deadline until = o.limit(); // counted from the call
+        const memplan::deadline until = o.time_limit.from_now(); // counted from the call
         auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
         auto finish = [&](milp_result r) {
             r.seconds = elapsed();

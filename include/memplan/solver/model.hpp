@@ -57,8 +57,7 @@ enum class lp_algorithm {
 };
 
 struct solve_options {
-    memplan::deadline deadline{};   ///< the solve stops by then (shared with the caller's other steps)
-    double time_limit_seconds = 10; ///< and at most this long from its start (infinity: only `deadline`)
+    memplan::time_limit time_limit = 10.0; ///< seconds from the solve's start, or the caller's deadline
     double relative_gap = 0;        ///< stop once |objective - bound| <= gap * |objective|
     bool verbose = false;           ///< let the backend print its log
     /// For pure LPs only (a MILP's relaxations stay with simplex: branch and
@@ -67,12 +66,7 @@ struct solve_options {
     /// (GLPK: numerical instability, often near the optimum) reports
     /// `status::feasible` with its best point, columns clipped to their
     /// bounds, when every row holds within 1e-3 relative; else an error.
-    lp_algorithm lp_method = lp_algorithm::simplex;
-
-    /// When a solve that starts now must stop: `deadline`, or
-    /// `time_limit_seconds` from now when that comes first.
-    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
-};
+    lp_algorithm lp_method = lp_algorithm::simplex;};
 
 /// A MILP: minimise or maximise objective_offset + sum(objective * column)
 /// subject to the rows and the column bounds and kinds.

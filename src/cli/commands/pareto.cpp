@@ -6,6 +6,8 @@
 #include <memplan/io/pareto_csv.hpp>
 #include <memplan/remat/pareto.hpp>
 
+#include <limits>
+
 namespace memplan::cli {
 
 namespace {
@@ -33,8 +35,7 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
     // --time-limit bounds the whole sweep: one clock, and each planner run
     // takes an equal share of what is left for the runs that may follow.
     const auto until = command_deadline(*a);
-    opt.deadline = until;
-    opt.time_limit_seconds = no_time_limit;
+    opt.time_limit = until;
     const auto g = memplan::read_graph_json(a->positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
 
@@ -42,7 +43,7 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
     po.points = static_cast<std::size_t>(points);
     po.alignment = opt.alignment;
     po.deadline = until;
-    po.store_all_time_limit = no_time_limit;
+    po.store_all_time_limit = std::numeric_limits<double>::infinity(); // the sweep's deadline alone
     if (isatty(2)) // at most once a second, like every progress line
         po.on_progress = [last = std::chrono::steady_clock::time_point{}](const memplan::pareto_progress& p) mutable {
             const auto now = std::chrono::steady_clock::now();

@@ -43,8 +43,7 @@ int run_plan_remat(const parsed_args& a) {
     memplan::remat_options opt;
     opt.alignment = a.integer_or("--alignment", default_alignment, 1);
     const auto until = command_deadline(a);
-    opt.deadline = until;
-    opt.time_limit_seconds = no_time_limit;
+    opt.time_limit = until;
     const auto g = memplan::read_graph_json(a.positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
 
@@ -52,7 +51,7 @@ int run_plan_remat(const parsed_args& a) {
     opt.budget = budget_spec.of(base.arena());
     opt.on_progress = memplan::cli::remat_progress_printer();
     auto planner_opt = opt;
-    planner_opt.deadline = until.share(1 - bound_share);
+    planner_opt.time_limit = until.share(1 - bound_share);
     auto r = memplan::plan_remat(name, g, planner_opt, solver);
     memplan::cli::clear_progress();
     if (!memplan::solver_backends().empty() && r.status != memplan::status::infeasible) {
@@ -126,7 +125,7 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     if (g.num_ops() == 0) throw memplan::error("cli", a->positional[0] + ": the graph has no ops to plan");
 
     // One clock for both phases: the order takes a share, allocation the rest.
-    const auto ordered = order_with(order, g, *a, allocator.settings.deadline.share(order_share));
+    const auto ordered = order_with(order, g, *a, allocator.settings.time_limit.until().share(order_share));
     const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
     if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
     const auto default_lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));

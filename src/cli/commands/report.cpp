@@ -35,8 +35,9 @@ int run_report(const command& c, const std::vector<std::string>& args) {
         const auto framework = plan_checked(g, allocator_named("online_best_fit"), alignment);
         // --time-limit applies per graph here: each gets a fresh clock.
         auto per_graph = allocator;
-        per_graph.settings.deadline = command_deadline(*a);
-        const auto ordered = order_with(order, g, *a, per_graph.settings.deadline.share(0.5));
+        const auto until = command_deadline(*a);
+        per_graph.settings.time_limit = until;
+        const auto ordered = order_with(order, g, *a, until.share(0.5));
         const auto r = plan_checked(g, ordered.schedule, per_graph, alignment);
         const double saved = 100.0 * (1.0 - ratio(r.plan.arena_bytes, none.plan.arena_bytes));
         const double saved_fw = 100.0 * (1.0 - ratio(r.plan.arena_bytes, framework.plan.arena_bytes));

@@ -29,8 +29,7 @@ namespace memplan {
 /// What the searching allocators of the registry take; the heuristics
 /// ignore it.
 struct allocator_settings {
-    memplan::deadline deadline{};   ///< auto, exact, milp: stop by then (the caller's whole command)
-    double time_limit_seconds = 10; ///< and at most this long from the call (infinity: only `deadline`)
+    memplan::time_limit time_limit = 10.0; ///< auto, exact, milp: seconds from the call, or the caller's deadline
     std::optional<double> gap;      ///< auto, exact, milp: stop within it of the bound; unset: the policy's default
     std::string solver;             ///< milp: the backend (solver/select.hpp); empty: the default
     std::function<void(const exact_progress&)> on_progress; ///< auto, exact
@@ -53,8 +52,7 @@ template <class A, class Size>
 constexpr allocator_entry<Size> searching_entry(std::string_view description) {
     return {A::name, description, false, [](const basic_alloc_problem<Size>& p, const allocator_settings& s) {
                 A a;
-                a.deadline = s.deadline;
-                a.time_limit_seconds = s.time_limit_seconds;
+                a.time_limit = s.time_limit;
                 if (s.gap) a.gap = *s.gap;
                 a.on_progress = s.on_progress;
                 return a.place(p);
@@ -64,8 +62,7 @@ constexpr allocator_entry<Size> searching_entry(std::string_view description) {
 template <class Size>
 basic_alloc_result<Size> place_milp(const basic_alloc_problem<Size>& p, const allocator_settings& s) {
     solve_options o;
-    o.deadline = s.deadline;
-    o.time_limit_seconds = s.time_limit_seconds;
+    o.time_limit = s.time_limit;
     o.relative_gap = s.gap.value_or(0);
     return with_solver<basic_alloc_result<Size>>(
         s.solver, [&](const auto& backend) { return milp_allocator<std::decay_t<decltype(backend)>>{backend, o}.place(p); });

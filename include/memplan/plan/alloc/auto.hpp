@@ -17,8 +17,7 @@ namespace memplan {
 struct auto_allocator {
     static constexpr std::string_view name = "auto";
 
-    memplan::deadline deadline{};   ///< stops by then (shared with the caller's other steps)
-    double time_limit_seconds = 10; ///< and at most this long from the call (infinity: only `deadline`)
+    memplan::time_limit time_limit = 10.0; ///< seconds from the call, or the caller's deadline
     double gap = auto_gap;          ///< stops once (height - bound) <= gap * bound
     /// Called about once a second while the exact search runs.
     std::function<void(const exact_progress&)> on_progress;
@@ -26,8 +25,7 @@ struct auto_allocator {
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
         exact ex;
-        ex.deadline = deadline;
-        ex.time_limit_seconds = time_limit_seconds;
+        ex.time_limit = time_limit;
         ex.gap = gap;
         ex.on_progress = on_progress;
         return ex.place(p);

@@ -346,8 +346,7 @@ private:
 struct exact {
     static constexpr std::string_view name = "exact";
 
-    memplan::deadline deadline{};   ///< the search stops by then (shared with the caller's other steps)
-    double time_limit_seconds = 10; ///< and at most this long from the call (infinity: only `deadline`)
+    memplan::time_limit time_limit = 10.0; ///< seconds from the call, or the caller's deadline
     /// Minimisation stops once the height is within this fraction of the
     /// proven lower bound (status `feasible` unless they meet): 0 searches
     /// until proven or out of time; "auto" allocation uses `auto_gap`.
@@ -363,7 +362,7 @@ struct exact {
                       "exact works on unsigned sizes of at most 64 bits");
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
-        const memplan::deadline until = limit();
+        const memplan::deadline until = time_limit.from_now();
         const auto deadline = until.end();
         validate(problem);
         basic_alloc_result<Size> res;
@@ -525,10 +524,6 @@ struct exact {
                       !proven && within_gap() ? "within the relative gap of the lower bound" : "");
     }
 
-    /// When a call that starts now must stop: `deadline`, or
-    /// `time_limit_seconds` from now when that comes first.
-    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
-
     /// On instances of at least twice `first_window_items` buffers, the
     /// minimisation first improves the heuristics' placement by exact
     /// windows around the peak (below), with `windows_share` of its time.
@@ -586,8 +581,7 @@ struct exact {
             // The larger windows that follow get more: this one a third of what is left.
             exact inner;
             inner.windows = false;
-            inner.deadline = until.share(1.0 / 3.0);
-            inner.time_limit_seconds = no_time_limit;
+            inner.time_limit = until.share(1.0 / 3.0);
             const auto r = inner.place(w);
             if (!has_solution(r.status)) break; // the search ran out of time: larger windows will too
             std::vector<char> pinned(p.items.size(), 0);

@@ -344,7 +344,7 @@ struct milp_allocator {
     milp_alloc_outcome<Size> solve(const basic_alloc_problem<Size>& p) const {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
-        const memplan::deadline until = options.limit();
+        const memplan::deadline until = options.time_limit.from_now();
         milp_alloc_outcome<Size> r;
         auto finish = [&](memplan::status s, std::string message = {}) {
             r.status = s;
@@ -384,8 +384,7 @@ struct milp_allocator {
         auto model = make_offset_model(p, r.proven_bound, upper, max_pairs);
         if (greedy_fits) model.model.incumbent = offset_model_point(p, model, greedy);
         solve_options o = options;
-        o.deadline = until;
-        o.time_limit_seconds = no_time_limit;
+        o.time_limit = until;
         const milp_result res = solver.solve(model.model, o);
         r.solver_ran = true;
         r.solver_status = res.status;

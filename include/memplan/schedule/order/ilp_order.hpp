@@ -39,7 +39,7 @@ std::string model_size_text(const order_model<Graph>& om) {
 
 } // namespace detail
 
-/// Ordering by MILP (see the file comment). `options.limit()` (its deadline,
+/// Ordering by MILP (see the file comment). `options.time_limit.from_now()` (its deadline,
 /// or its time limit from the call) bounds the whole call, the greedy warm
 /// start included.
 template <SolverLike S>
@@ -63,7 +63,7 @@ struct ilp_order {
         using size_type = typename Graph::size_type;
         const auto start = std::chrono::steady_clock::now();
         auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-        const memplan::deadline until = options.limit();
+        const memplan::deadline until = options.time_limit.from_now();
 
         greedy_order start_order = warm;
         start_order.deadline = earliest(start_order.deadline, until);
@@ -88,8 +88,7 @@ struct ilp_order {
             return r;
         }
         solve_options o = options;
-        o.deadline = until;
-        o.time_limit_seconds = no_time_limit;
+        o.time_limit = until;
         o.relative_gap = std::max(o.relative_gap, gap); // the model's bound is >= the cut bound
         const milp_result mr = solver.solve(om->model, o);
 

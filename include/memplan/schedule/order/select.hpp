@@ -27,8 +27,7 @@ namespace memplan {
 
 /// Knobs the named planners take.
 struct order_options {
-    memplan::deadline deadline{};   ///< ilp: the whole call stops by then
-    double time_limit_seconds = 10; ///< ilp: and at most this long from its start
+    memplan::time_limit time_limit = 10.0; ///< ilp: seconds from the call's start, or a deadline
     double gap = 1e-4;              ///< ilp: stop once the peak is within this fraction of the bound
     std::size_t lookahead = 3;      ///< greedy: lookahead depth (<= 1: off)
     std::size_t ilp_max_ops = 300;  ///< ilp: larger graphs get the windowed improvement
@@ -45,8 +44,7 @@ order_result<Graph> order_ilp(const Graph& g, const S& solver, const order_optio
     warm.lookahead = opt.lookahead;
     if (g.num_ops() <= opt.ilp_max_ops) {
         ilp_order<S> p{solver};
-        p.options.deadline = opt.deadline;
-        p.options.time_limit_seconds = opt.time_limit_seconds;
+        p.options.time_limit = opt.time_limit;
         p.gap = opt.gap;
         p.options.verbose = opt.verbose;
         p.warm = warm;
@@ -54,8 +52,7 @@ order_result<Graph> order_ilp(const Graph& g, const S& solver, const order_optio
     }
     windowed<S> p{solver};
     p.window = opt.window;
-    p.deadline = opt.deadline;
-    p.time_limit_seconds = opt.time_limit_seconds;
+    p.time_limit = opt.time_limit;
     p.gap = opt.gap;
     p.start = warm;
     return p.order(g);

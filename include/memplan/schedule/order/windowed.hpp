@@ -31,8 +31,7 @@ struct windowed {
     S solver{};
     std::size_t window = 24;                ///< steps per window (>= 2)
     std::size_t stride = 0;                 ///< steps between window starts; 0: window / 2
-    memplan::deadline deadline{};           ///< the whole call stops by then
-    double time_limit_seconds = 10;         ///< and at most this long from its start
+    memplan::time_limit time_limit = 10.0;  ///< the whole call: seconds from its start, or a deadline
     double window_time_limit_seconds = 2;   ///< one window's solve
     double gap = 1e-4;                      ///< stop once the peak is within this fraction of the bound
     std::size_t max_passes = 8;
@@ -47,7 +46,7 @@ struct windowed {
         using size_type = typename Graph::size_type;
         const auto t0 = std::chrono::steady_clock::now();
         auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-        const memplan::deadline until = limit();
+        const memplan::deadline until = time_limit.from_now();
 
         greedy_order start_order = start;
         start_order.deadline = earliest(start_order.deadline, until);
@@ -98,8 +97,7 @@ struct windowed {
                                                        static_cast<std::size_t>(-1), why);
                     if (om) {
                         solve_options o;
-                        o.deadline = until;
-                        o.time_limit_seconds = window_time_limit_seconds;
+                        o.time_limit = {until, window_time_limit_seconds};
                         const milp_result mr = solver.solve(om->model, o);
                         ++solved;
                         if (has_solution(mr.status)) {
@@ -131,11 +129,6 @@ struct windowed {
         if (errors > 0) r.message += "; " + std::to_string(errors) + " solver errors, last: " + last_error;
         r.seconds = elapsed();
         return r;
-    }
-
-    /// When a call that starts now must stop: `deadline`, or
-    /// `time_limit_seconds` from now when that comes first.
-    memplan::deadline limit() const noexcept { return deadline.within(time_limit_seconds); }
-};
+    }};
 
 } // namespace memplan
