@@ -69,7 +69,7 @@ std::uint64_t brute_force_height(const alloc_problem& p) {
 
 void check_valid(const alloc_problem& p, const alloc_result& r) {
     REQUIRE(r.offsets.size() == p.items.size());
-    CHECK_FALSE(detail::check_placement(p, r.offsets));
+    CHECK_FALSE(detail::placement_fault(p, r.offsets));
     CHECK(r.size == placement_height(p, r.offsets));
     CHECK(r.size >= r.bound);
     CHECK(r.bound >= lower_bound(p)); // the proven bound, which alignment and the solver may raise
@@ -78,7 +78,7 @@ void check_valid(const alloc_problem& p, const alloc_result& r) {
 template <class S>
 milp_allocator<S> allocator(double seconds = 10) {
     milp_allocator<S> a;
-    a.options.time_limit_seconds = seconds;
+    a.options.time_limit = seconds;
     return a;
 }
 

@@ -14,6 +14,7 @@
 #include <memplan/core/detail/checked.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
+#include <memplan/plan/alloc/detail/placement_check.hpp>
 #include <memplan/plan/alloc/problem.hpp>
 #include <memplan/solver/model.hpp>
 #include <memplan/solver/solver.hpp>
@@ -111,24 +112,6 @@ std::vector<Size> first_fit_by_size(const basic_alloc_problem<Size>& p) {
         placed.push_back(i);
     }
     return offsets;
-}
-
-/// An independent check of a placement: alignment and no shared byte between
-/// items live at the same time. Returns the first fault.
-template <class Size>
-std::optional<std::string> check_placement(const basic_alloc_problem<Size>& p, const std::vector<Size>& offsets) {
-    if (offsets.size() != p.items.size()) return std::string("wrong number of offsets");
-    const Size align = p.alignment > 1 ? p.alignment : Size{1};
-    for (std::size_t i = 0; i < p.items.size(); ++i) {
-        if (offsets[i] % align != 0) return "item " + std::to_string(i) + " is not aligned";
-        if (!milp_is_live(p.items[i])) continue;
-        for (std::size_t j = i + 1; j < p.items.size(); ++j) {
-            if (!milp_is_live(p.items[j]) || !p.items[i].overlaps_in_time(p.items[j])) continue;
-            if (offsets[i] < offsets[j] + p.items[j].size && offsets[j] < offsets[i] + p.items[i].size)
-                return "items " + std::to_string(i) + " and " + std::to_string(j) + " share bytes";
-        }
-    }
-    return std::nullopt;
 }
 
 /// The load bound with alignment taken into account: the items live at one
@@ -406,7 +389,7 @@ struct milp_allocator {
         }
         if (r.offsets.empty() && greedy_fits) r.offsets = std::move(greedy);
         if (!r.offsets.empty()) {
-            if (auto why = detail::check_placement(p, r.offsets))
+            if (auto why = detail::placement_fault(p, r.offsets))
                 return finish(status::error, "placement fails the check: " + *why);
             const Size h = placement_height(p, r.offsets);
             if (decision && h > p.capacity) r.offsets.clear();
