@@ -69,13 +69,6 @@ def make(name: str, batch: int, image: int | None = None):
             None, f"{name} (b{batch}, {size}x{size})")
 
 
-def report_field(report: str, key: str) -> str:
-    for line in report.splitlines():
-        if line.strip().startswith(key + ":"):
-            return line.split(":", 1)[1].split("(")[0].strip()
-    return "-"
-
-
 def planned(model, inputs, targets, loss_fn, budget, time_limit):
     """(compiled module, budget_on): the peak budget, or the saved budget where the peak's is infeasible."""
     try:
@@ -96,8 +89,8 @@ def one(name: str, args) -> dict:
     cm, on = planned(model, inputs, targets, loss_fn, args.budget, args.time_limit)
     seconds = cm.seconds["store_all"] + cm.seconds["plan"]
     row = {"label": label, "ops": len(cm.graph["ops"]), "tensors": len(cm.graph["tensors"]),
-           "export": cm.seconds["export"], "on": on, "status": report_field(cm.report, "status"),
-           "overhead": report_field(cm.report, "overhead"), "plan": seconds}
+           "export": cm.seconds["export"], "on": on, "status": cm.report["status"],
+           "overhead": f"{cm.report['overhead'] * 100:+.1f} %" if "overhead" in cm.report else "-", "plan": seconds}
     log(f"{name}: planned in {time.perf_counter() - t0:.1f} s; training {args.steps} steps")
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_diff, grad_worst, missing = 0.0, 0.0, 0

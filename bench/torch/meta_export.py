@@ -153,7 +153,7 @@ def main() -> None:
         t = time.perf_counter()
         s = command.stats(g)
         print(f"memplan stats: LB default schedule {s['lb_default'] / 2**30:.1f} GiB, persistent "
-              f"{s['persistent'] / 2**30:.1f} GiB ({time.perf_counter() - t:.1f} s)")
+              f"{s['persistent_bytes'] / 2**30:.1f} GiB ({time.perf_counter() - t:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -87,13 +87,13 @@ def format_budget(budget) -> str:
 
 
 def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0,
-         extra: list[str] | None = None) -> tuple[dict, str]:
+         extra: list[str] | None = None) -> tuple[dict, dict]:
     """memplan's plan of `graph` (under `budget` when given, see format_budget): the plan dict and
-    the command's report (stdout)."""
+    the command's report (``memplan plan --json``: "arena", "overhead", "planner", "seconds", ...)."""
     with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
         gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
         write_json(graph, gpath)
-        args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}"]
+        args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}", "--json"]
         if budget is not None:
             args += ["--budget", format_budget(budget), "--remat", remat]
         elif not any(a == "--alloc" for a in extra or []):
@@ -103,7 +103,7 @@ def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0
         args += extra or []
         p = run(args)
         with open(ppath) as f:
-            return json.load(f), p.stdout
+            return json.load(f), json.loads(p.stdout)
 
 
 def check(graph: dict, plan_: dict) -> tuple[bool, str]:
@@ -119,16 +119,9 @@ def check(graph: dict, plan_: dict) -> tuple[bool, str]:
 
 
 def stats(graph: dict) -> dict:
-    """`memplan stats` as numbers: lower bounds (bytes), persistent bytes, op counts."""
+    """``memplan stats --json``: lower bounds in bytes ("lb_default" for the listed order, "lb_any" for any
+    order), "persistent_bytes", "total_bytes", op and tensor counts."""
     with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
         gpath = os.path.join(d, "graph.json")
         write_json(graph, gpath)
-        out = run(["stats", gpath]).stdout
-    res = {}
-    for key, label in (("lb_default", "LB, default schedule"), ("lb_any", "LB, any schedule"),
-                       ("persistent", "persistent bytes"), ("total", "total tensor bytes")):
-        m = re.search(re.escape(label) + r":.*\((\d+) bytes\)", out)
-        if m:
-            res[key] = int(m.group(1))
-    res["text"] = out
-    return res
+        return json.loads(run(["stats", gpath, "--json"]).stdout)

@@ -62,7 +62,7 @@ class Partition:
     budget: Any             # bytes memplan planned for: of the peak, or (budget_on="saved") live at the boundary
     saved: list             # names of the joint graph's nodes the forward module returns for the backward
     recomputed: list        # names of the joint graph's forward nodes the backward module runs again
-    report: str             # memplan plan's report
+    report: dict            # memplan plan --json's report
     seconds: dict           # wall seconds: "graph" (the memplan.graph), "plan" (memplan, budget included), "split"
     forward: torch.fx.GraphModule = None    # the modules handed to Inductor
     backward: torch.fx.GraphModule = None

@@ -270,7 +270,7 @@ class PlannedModule(torch.nn.Module):
     """A model whose training step (``loss = m(*inputs, *targets); loss.backward()``) follows a memplan plan.
 
     Attributes: ``graph`` (the exported memplan.graph), ``plan`` (memplan's plan), ``schedule``
-    (saved tensors, recomputed ops, the plan's live peak and arena), ``report`` (memplan's output).
+    (saved tensors, recomputed ops, the plan's live peak and arena), ``report`` (``memplan plan --json``'s report).
     In eval mode, or without gradients, it runs the original model and returns its output."""
 
     def __init__(self, model, loss_fn, n_inputs, graph, joint, mapping, plan, report):

@@ -80,6 +80,7 @@ inline const option_spec alloc_option{{"--alloc", "--allocator"}, true};
 inline const option_spec alignment_option{{"--alignment"}, true};
 inline const option_spec solver_option{{"--solver"}, true};
 inline const option_spec time_limit_option{{"--time-limit"}, true};
+inline const option_spec json_option{{"--json"}, false};
 inline const option_spec gap_option{{"--gap"}, true};
 inline const option_spec order_option{{"--order"}, true};
 inline const option_spec remat_option{{"--remat"}, true};

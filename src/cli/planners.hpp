@@ -98,14 +98,11 @@ inline memplan::planned plan_checked(const memplan::graph& g, const memplan::sch
                               const allocator_choice& allocator, std::uint64_t alignment) {
     memplan::plan_options opt;
     opt.alignment = alignment;
+    // make_plan checks the plan with the validator (plan_options::validate): a plan it rejects has no solution.
     auto r = memplan::make_plan(g, s, named_allocator<>(allocator.name(), allocator.settings), opt);
     if (!memplan::has_solution(r.status))
         throw internal_error("allocator '" + std::string(allocator.name()) + "' found no plan for graph '" + g.name() + "' (" +
                              std::string(memplan::to_string(r.status)) + "): " + r.message);
-    const auto report = memplan::check_plan(g, r.plan);
-    if (!report.ok())
-        throw internal_error("allocator '" + std::string(allocator.name()) + "' made an invalid plan for graph '" + g.name() +
-                             "':\n" + report.to_string());
     return r;
 }
 
@@ -136,11 +133,11 @@ inline memplan::remat_result store_all_checked(const memplan::graph& g, const me
 }
 
 /// A rematerialization plan the validator rejects is an internal error.
-inline void check_remat_plan(const memplan::graph& g, const memplan::remat_result& r) {
-    const auto report = memplan::check_plan(g, r.plan);
-    if (!report.ok())
-        throw internal_error("rematerialization planner '" + r.planner + "' made an invalid plan for graph '" +
-                             g.name() + "':\n" + report.to_string());
+/// A planner's result that the library rejected (the validator, or an arena
+/// over the budget: `remat_planner::plan` checks both) is a bug: exit 3.
+inline void reject_internal_error(const memplan::graph& g, const memplan::remat_result& r) {
+    if (r.status == memplan::status::error && r.message.starts_with("internal error"))
+        throw internal_error("rematerialization planner '" + r.planner + "' on graph '" + g.name() + "': " + r.message);
 }
 
 /// Lists what --alloc, --order, --remat and --solver accept in this build.

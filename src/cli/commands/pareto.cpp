@@ -66,7 +66,7 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
     memplan::cli::clear_progress();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto& p : curve)
-        if (memplan::has_solution(p.result.status)) check_remat_plan(g, p.result);
+        reject_internal_error(g, p.result);
     const std::uint64_t top = curve.back().budget; // the store-all arena (pareto_sweep's last point)
 
     // Files before any output, all or none: a failure is one line and leaves nothing.

@@ -7,6 +7,8 @@
 #include <memplan/remat/budget.hpp>
 #include <memplan/plan/bounds.hpp>
 
+#include <nlohmann/json.hpp>
+
 namespace memplan::cli {
 
 namespace {
@@ -29,6 +31,71 @@ std::string bound_solver(const std::string& solver) {
     for (const auto& b : memplan::solver_backends())
         if (b.name == "cbc") return "cbc";
     return solver;
+}
+
+std::size_t recomputed_steps(const memplan::graph& g, const memplan::remat_result& r) {
+    return r.plan.steps.size() >= g.num_ops() ? r.plan.steps.size() - g.num_ops() : 0;
+}
+
+/// `plan --budget`'s report for people.
+void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
+                      std::uint64_t budget, std::uint64_t store_all, const std::optional<std::string>& output) {
+    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
+              << "planner:       " << who << "\n"
+              << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
+              << "\n"
+              << "budget:        " << bytes_both(budget) << ", " << percent(ratio(budget, store_all), 1)
+              << " of store-all\n"
+              << "store-all:     " << bytes_both(store_all) << "\n";
+    if (!fits) {
+        std::cout << "any schedule:  " << bytes_both(r.bound)
+                  << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n";
+        if (!r.bound_note.empty()) std::cout << "bound:         " << r.bound_note << "\n";
+        std::cout << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+        if (output) std::cout << "nothing written\n";
+        return;
+    }
+    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), store_all), 1)
+              << " of store-all\n"
+              << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
+              << " vs store-all, fastest variants " << memplan::cli::fixed(r.fastest_cost, 1) << "; "
+              << signed_percent(r.default_variant_overhead()) << " vs store-all, default variants "
+              << memplan::cli::fixed(r.base_cost, 1) << "; costs in " << cost_label(g) << ")\n"
+              << "steps:         " << r.plan.steps.size() << " (" << recomputed_steps(g, r) << " recomputed)\n";
+    if (r.bound_proven)
+        std::cout << "proven bound:  " << signed_percent(r.overhead_bound()) << " overhead for any plan of this space, gap "
+                  << memplan::cli::fixed(100 * r.gap(), 2) << " points (" << r.bound_note << ")\n";
+    else if (!r.bound_note.empty())
+        std::cout << "proven bound:  none (" << r.bound_note << ")\n";
+    std::cout << "lower bound:   " << bytes_both(r.schedule_bound) << "\n"
+              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (output) std::cout << "wrote " << *output << "\n";
+}
+
+/// The same report as one JSON object (--json): bytes, seconds, overheads as fractions.
+void print_remat_json(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
+                      std::uint64_t budget, std::uint64_t store_all, const std::optional<std::string>& output) {
+    nlohmann::json j{{"graph", g.name()},     {"ops", g.num_ops()},     {"planner", who},
+                     {"status", memplan::to_string(r.status)},          {"fits", fits},
+                     {"budget", budget},    {"store_all", store_all}, {"seconds", r.seconds},
+                     {"costs", cost_label(g)}};
+    if (fits) {
+        j.update({{"arena", r.arena()},
+                  {"overhead", r.overhead()},
+                  {"cost", r.cost},
+                  {"fastest_cost", r.fastest_cost},
+                  {"default_variant_overhead", r.default_variant_overhead()},
+                  {"base_cost", r.base_cost},
+                  {"steps", r.plan.steps.size()},
+                  {"recomputed", recomputed_steps(g, r)},
+                  {"lower_bound", r.schedule_bound}});
+        if (r.bound_proven) j["overhead_bound"] = r.overhead_bound();
+        if (output) j["output"] = *output;
+    } else {
+        j.update({{"any_schedule", r.bound}, {"bound_op", r.bound_op}, {"message", r.message}});
+    }
+    if (!r.bound_note.empty()) j["bound_note"] = r.bound_note;
+    std::cout << j.dump(2) << "\n";
 }
 
 int run_plan_remat(const parsed_args& a) {
@@ -61,59 +128,31 @@ int run_plan_remat(const parsed_args& a) {
                                    [&](const auto& backend) { memplan::attach_cost_bound(g, r, backend, bo); });
     }
     const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
-    if (fits) check_remat_plan(g, r);
+    reject_internal_error(g, r);
     const auto output = a.value("--output");
     if (fits && output) memplan::write_plan_json(*output, g, r.plan); // before any output: a failure is one line
 
     const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
-    std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
-              << "planner:       " << who << "\n"
-              << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
-              << "\n"
-              << "budget:        " << bytes_both(opt.budget) << ", "
-              << percent(ratio(opt.budget, base.arena()), 1) << " of store-all\n"
-              << "store-all:     " << bytes_both(base.arena()) << "\n";
-    if (!fits) {
-        std::cout << "any schedule:  " << bytes_both(r.bound)
-                  << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n";
-        if (!r.bound_note.empty()) std::cout << "bound:         " << r.bound_note << "\n";
-        std::cout << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
-        if (output) std::cout << "nothing written\n";
-        std::cout.flush();
-        const std::string reason = r.status == memplan::status::infeasible && r.bound_note.starts_with("proof")
-                                       ? r.bound_note
-                                       : r.message.empty() ? "no plan within the budget" : r.message;
-        if (r.status == memplan::status::infeasible) {
-            std::cerr << "memplan: infeasible: " << reason << "\n";
-            return exit_infeasible;
-        }
-        std::cerr << "memplan: no plan: " << reason << "\n";
-        return exit_negative;
+    if (a.has("--json")) print_remat_json(g, r, who, fits, opt.budget, base.arena(), output);
+    else print_remat_text(g, r, who, fits, opt.budget, base.arena(), output);
+    if (fits) return exit_ok;
+    std::cout.flush();
+    const std::string reason = r.status == memplan::status::infeasible && r.bound_note.starts_with("proof")
+                                   ? r.bound_note
+                                   : r.message.empty() ? "no plan within the budget" : r.message;
+    if (r.status == memplan::status::infeasible) {
+        std::cerr << "memplan: infeasible: " << reason << "\n";
+        return exit_infeasible;
     }
-    const std::size_t recomputed = r.plan.steps.size() >= g.num_ops() ? r.plan.steps.size() - g.num_ops() : 0;
-    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), base.arena()), 1)
-              << " of store-all\n"
-              << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
-              << " vs store-all, fastest variants " << memplan::cli::fixed(r.fastest_cost, 1) << "; "
-              << signed_percent(r.default_variant_overhead()) << " vs store-all, default variants "
-              << memplan::cli::fixed(r.base_cost, 1) << "; costs in " << cost_label(g) << ")\n"
-              << "steps:         " << r.plan.steps.size() << " (" << recomputed << " recomputed)\n";
-    if (r.bound_proven)
-        std::cout << "proven bound:  " << signed_percent(r.overhead_bound()) << " overhead for any plan of this space, gap "
-                  << memplan::cli::fixed(100 * r.gap(), 2) << " points (" << r.bound_note << ")\n";
-    else if (!r.bound_note.empty())
-        std::cout << "proven bound:  none (" << r.bound_note << ")\n";
-    std::cout
-              << "lower bound:   " << bytes_both(r.schedule_bound) << "\n"
-              << "planning time: " << memplan::cli::human_seconds(r.seconds) << "\n";
-    if (output) std::cout << "wrote " << *output << "\n";
-    return exit_ok;
+    std::cerr << "memplan: no plan: " << reason << "\n";
+    return exit_negative;
 }
 
 int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
-                                  time_limit_option, gap_option, order_option, {{"--budget"}, true}, remat_option});
+                                  time_limit_option, gap_option, order_option, {{"--budget"}, true}, remat_option,
+                                  json_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
     if (a->has("--budget")) return run_plan_remat(*a);
@@ -129,6 +168,24 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto r = plan_checked(g, ordered.schedule, allocator, alignment);
     if (auto out = a->value("--output")) memplan::write_plan_json(*out, g, r.plan);
     const auto default_lb = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
+    if (a->has("--json")) {
+        nlohmann::json j{{"graph", g.name()},
+                         {"ops", g.num_ops()},
+                         {"buffers", r.plan.buffers.size()},
+                         {"order", order},
+                         {"order_status", memplan::to_string(ordered.status)},
+                         {"order_lower_bound", ordered.size},
+                         {"default_order_lower_bound", default_lb},
+                         {"allocator", allocator.name()},
+                         {"status", memplan::to_string(r.status)},
+                         {"alignment", alignment},
+                         {"arena", r.plan.arena_bytes},
+                         {"lower_bound", r.bound},
+                         {"seconds", r.seconds + ordered.seconds}};
+        if (auto out = a->value("--output")) j["output"] = *out;
+        std::cout << j.dump(2) << "\n";
+        return exit_ok;
+    }
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops, " << r.plan.buffers.size()
               << " buffers)\n"
               << "order:         " << order << " (" << memplan::to_string(ordered.status) << "), LB "
@@ -149,7 +206,7 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
 const command plan_command{
     "plan",
     "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
-    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]]",
+    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]] [--json]",
     "Orders the ops, places every buffer in one arena, and checks the plan.",
     "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
     "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
@@ -172,6 +229,8 @@ const command plan_command{
     "                          cost - 1. A budget below what any schedule needs exits 4 with the\n"
     "                          reason; no plan found in the time limit exits 1\n"
     "  --remat NAME            rematerialization planner for --budget (default auto; listed below)\n"
+    "  --json                  the report as one JSON object on stdout (the figures in bytes and\n"
+    "                          seconds, overheads as fractions); errors stay on stderr\n"
     "Long searches print their progress on stderr when it is a terminal.\n",
     run_plan, print_planner_lists};
 

@@ -4,12 +4,14 @@
 #include <memplan/io/graph_json.hpp>
 #include <memplan/plan/bounds.hpp>
 
+#include <nlohmann/json.hpp>
+
 namespace memplan::cli {
 
 namespace {
 
 int run_stats(const command& c, const std::vector<std::string>& args) {
-    const auto a = parse_or_help(c, args, {});
+    const auto a = parse_or_help(c, args, {json_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
     const auto g = memplan::read_graph_json(a->positional[0]);
@@ -33,6 +35,25 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
         max_workspace = std::max(max_workspace, o.workspace);
         for (const auto& v : o.variants) max_workspace = std::max(max_workspace, v.workspace);
     }
+    const std::uint64_t lb_any = memplan::schedule_free_lower_bound(g);
+    if (a->has("--json")) {
+        nlohmann::json j{{"graph", g.name()},
+                         {"ops", g.num_ops()},
+                         {"forward_ops", n_phase[0]},
+                         {"backward_ops", n_phase[1]},
+                         {"update_ops", n_phase[2]},
+                         {"tensors", g.num_tensors()},
+                         {"persistent_tensors", n_persistent},
+                         {"other_inputs", n_inputs},
+                         {"outputs", g.outputs().size()},
+                         {"total_bytes", total},
+                         {"persistent_bytes", persistent},
+                         {"largest_workspace", max_workspace},
+                         {"lb_any", lb_any}};
+        if (g.num_ops() > 0) j["lb_default"] = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
+        std::cout << j.dump(2) << "\n";
+        return exit_ok;
+    }
     std::cout << "graph:                      " << g.name() << "\n"
               << "ops:                        " << g.num_ops() << " (forward " << n_phase[0] << ", backward "
               << n_phase[1] << ", update " << n_phase[2] << ")\n"
@@ -44,16 +65,17 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
     if (g.num_ops() > 0)
         std::cout << "LB, default schedule:       "
                   << bytes_both(memplan::schedule_lower_bound(g, memplan::default_schedule(g))) << "\n";
-    std::cout << "LB, any schedule:           " << bytes_both(memplan::schedule_free_lower_bound(g)) << "\n";
+    std::cout << "LB, any schedule:           " << bytes_both(lb_any) << "\n";
     return exit_ok;
 }
 
 } // namespace
 
 const command stats_command{
-    "stats", "memplan stats GRAPH.json", "Tensors, ops, total bytes and the lower bounds of a graph.",
+    "stats", "memplan stats GRAPH.json [--json]", "Tensors, ops, total bytes and the lower bounds of a graph.",
     "The lower bound of the default schedule is the largest live bytes over its steps; the schedule-free\n"
-    "bound is the largest single op (inputs, outputs, workspace, persistent tensors).\n",
+    "bound is the largest single op (inputs, outputs, workspace, persistent tensors).\n"
+    "  --json   the figures as one JSON object (bytes; lb_default, lb_any: the two bounds)\n",
     run_stats};
 
 } // namespace memplan::cli
