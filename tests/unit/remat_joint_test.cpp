@@ -228,7 +228,7 @@ TEST_CASE("remat.joint.exchange_solves_the_knapsack_at_the_peak") {
     remat_options o;
     o.alignment = 1;
     o.time_limit = 5;
-    const detail::joint_search<graph> search(ctx, o, o.time_limit.from_now(), 24, 1.0);
+    const detail::joint_search<graph> search(ctx, o.time_limit.from_now(), 24, 1.0);
     auto dropping = [&](std::initializer_list<const char*> ts) {
         auto c = ctx.keep_all();
         for (auto t : ts) c.keep[*g.find_tensor(t)] = 0;

@@ -110,9 +110,8 @@ public:
         double worth(double bytes) const { return over > 0 ? std::min(bytes, double(over)) : bytes; }
     };
 
-    joint_search(const remat_context<Graph>& ctx, const remat_options& opt, memplan::deadline until,
-                 std::size_t trials, double exponent)
-        : ctx_(ctx), g_(ctx.graph()), opt_(opt), until_(until), trials_(trials), exponent_(exponent) {}
+    joint_search(const remat_context<Graph>& ctx, memplan::deadline until, std::size_t trials, double exponent)
+        : ctx_(ctx), g_(ctx.graph()), until_(until), trials_(trials), exponent_(exponent) {}
 
     bool out_of_time() const { return until_.expired(); }
 
@@ -1107,7 +1106,6 @@ private:
 
     const remat_context<Graph>& ctx_;
     const Graph& g_;
-    const remat_options& opt_;
     memplan::deadline until_;
     std::size_t trials_;
     double exponent_;
@@ -1130,7 +1128,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         return out;
     }
     const memplan::deadline until = opt.time_limit.from_now();
-    detail::joint_search<Graph> search(ctx, opt, until, trials_per_step, cost_exponent);
+    detail::joint_search<Graph> search(ctx, until, trials_per_step, cost_exponent);
     const size_type budget =
         static_cast<size_type>(std::min<std::uint64_t>(opt.budget, std::numeric_limits<size_type>::max()));
     bool found = false;
@@ -1199,8 +1197,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
                                   until.share(improve_exact_share).within(improve_exact_seconds));
             return consider(p);
         };
-        detail::joint_search<Graph> improver(ctx, opt, until.within(improve_seconds), trials_per_step,
-                                             cost_exponent);
+        detail::joint_search<Graph> improver(ctx, until.within(improve_seconds), trials_per_step, cost_exponent);
         improver.improve(best_choice, best_target, accept);
     }
     if (!found) {
