@@ -17,6 +17,7 @@
 #endif
 
 #include <array>
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,17 +25,16 @@
 
 namespace memplan {
 
-/// One compiled-in backend: its name, what it is, and its licence (which
-/// binds the program that links it).
-struct solver_backend {
-    std::string_view name;
-    std::string_view description;
-};
+/// One compiled-in backend, a row of the registry: its name and what it is,
+/// with its licence (which binds the program that links it). It runs
+/// through `with_solver`, which hands the caller the backend's type: a
+/// solver is a type (`SolverLike`), not a function.
+using solver_entry = registry_entry<std::nullptr_t>;
 
 /// The backends compiled into this program, the default first (GLPK, then
 /// CBC); empty when none is linked.
-inline std::span<const solver_backend> solver_backends() noexcept {
-    static constexpr solver_backend all[] = {
+inline std::span<const solver_entry> solver_backends() noexcept {
+    static constexpr solver_entry all[] = {
 #if MEMPLAN_HAS_GLPK
         {"glpk", "GLPK 5 branch and cut (GPL-3)"},
 #endif
@@ -48,22 +48,19 @@ inline std::span<const solver_backend> solver_backends() noexcept {
 
 /// "glpk, cbc", or "none".
 inline std::string solver_backend_names() {
-    std::string s;
-    for (const auto& b : solver_backends()) s += (s.empty() ? "" : ", ") + std::string(b.name);
-    return s.empty() ? "none" : s;
+    const auto all = solver_backends();
+    return all.empty() ? "none" : registry_names(all);
 }
 
 /// Checks a backend name (empty: the default) before any work. Throws
-/// `memplan::error("solver")` for an unknown or absent backend.
+/// `memplan::error("solver")` for an unknown or absent backend (the
+/// registry's message, listing those compiled in).
 inline std::string_view check_solver_name(std::string_view name) {
     const auto all = solver_backends();
     if (all.empty())
         throw error("solver", "no MILP solver backend in this build (link memplan::glpk or memplan::cbc)");
     if (name.empty()) return all.front().name;
-    for (const auto& b : all)
-        if (b.name == name) return b.name;
-    throw error("solver", "unknown or unavailable solver '" + std::string(name) +
-                              "'; available: " + solver_backend_names());
+    return registry_lookup(all, "solver", "solver", name).name;
 }
 
 /// Calls `f(backend)` with the backend called `name` (empty: the default)
