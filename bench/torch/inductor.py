@@ -1,7 +1,7 @@
 """memplan's partitioner against PyTorch's inside torch.compile (Inductor), side by side in one process.
 
     build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--dtype float32|float64]
-        [--time-limit S] [--out FILE] [MODEL ...]
+        [--time-limit S] [--cost MODEL] [--out FILE] [MODEL ...]
 
 For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
 step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times with Inductor on this machine:
@@ -130,7 +130,8 @@ def _inner(e: Exception) -> str:
     return f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:240]}"
 
 
-def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: float | None = None) -> dict:
+def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: float | None = None,
+        cost: str | None = None) -> dict:
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     from memplan_torch import Partitioner
@@ -163,7 +164,9 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
                        "partition": rec.seconds, "grad": diff, "missing": missing, "times": [],
                        "planner": planner}
     add("pytorch", Recording(min_cut_rematerialization_partition), budget=f)
-    limit = {} if time_limit is None else {"time_limit": time_limit}  # else the Partitioner's default
+    limit = {} if time_limit is None else {"time_limit": time_limit}  # else the Partitioner's defaults
+    if cost is not None:
+        limit["cost"] = cost
     saved = Partitioner(max(arms["pytorch"]["saved"], 1), budget_on="saved", **limit)
     add("memplan saved", Recording(saved), planner=saved)
     peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak", **limit)
@@ -211,10 +214,11 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                     help="the models' weights and inputs (float64: gradients free of float32's round-off)")
     ap.add_argument("--time-limit", type=float, help="memplan's arms: Partitioner(time_limit=S) (default: its own)")
+    ap.add_argument("--cost", help="memplan's arms: Partitioner(cost=MODEL) (default: its own)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one model at this fraction
     args = ap.parse_args()
     if args.one:
-        emit(one(args.models[0], float(args.one), args.repeats, args.dtype, args.time_limit))
+        emit(one(args.models[0], float(args.one), args.repeats, args.dtype, args.time_limit, args.cost))
         return
     header = ["model", "f", "arm", "saved MiB", "peak MiB", "step ms", "compile s", "partitioner s (share)",
               "grad rel diff", "note"]
@@ -225,7 +229,8 @@ def main() -> None:
             try:
                 r = isolated(os.path.abspath(__file__),
                              [name, f"--one={f}", f"--repeats={args.repeats}", f"--dtype={args.dtype}"]
-                             + ([f"--time-limit={args.time_limit}"] if args.time_limit is not None else []))
+                             + ([f"--time-limit={args.time_limit}"] if args.time_limit is not None else [])
+                             + ([f"--cost={args.cost}"] if args.cost is not None else []))
             except Exception as e:  # noqa: BLE001 - a failing configuration must not stop the others
                 put([name, f"{f}", "-", "-", "-", "-", "-", "-", "-", f"FAILED: {e}"])
                 continue
