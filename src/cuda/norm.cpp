@@ -30,8 +30,8 @@ kernels::reduction_scratch bn_scratch(context& x, const kernel_call& c) {
 /// to a fixed 256 KiB scratch per stream (the ops have no planned workspace).
 void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
     using nn::slot;
-    const auto& shape = c.node_output->shape;
-    const i64 N = static_cast<i64>(shape[0]), C = static_cast<i64>(shape[1]), S = inner_size(shape, 2);
+    const auto q = batch_norm_shape(l, c);
+    const i64 N = q.n, C = q.c, S = q.s;
     const float* G = fp(need(c, slot::param(0), "gamma"));
     float* stats = fp(need(c, slot::internal(0), "the saved statistics"));
     const bool cudnn_eps = l.eps >= CUDNN_BN_MIN_EPSILON;
@@ -72,11 +72,11 @@ void run(context& x, const nn::batch_norm& l, const kernel_call& c) {
 
 void run(context& x, const nn::layer_norm& l, const kernel_call& c) {
     using nn::slot;
-    const auto F = static_cast<i64>(l.features);
+    const auto q = layer_norm_shape(l, c);
+    const i64 F = q.features, R = q.rows;
     const float* G = fp(need(c, slot::param(0), "gamma"));
     float* stats = fp(need(c, slot::internal(0), "the saved statistics"));
     const auto in = need(c, slot::input(0), "the input");
-    const i64 R = count(in) / F;
     if (forward_or_backward(c)) {
         kernels::layer_norm_forward(x.stream, fp(in), fp(need(c, slot::output(), "the output")), G,
                                     fp(need(c, slot::param(1), "beta")), stats, R, F, l.eps);

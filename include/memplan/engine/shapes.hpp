@@ -12,7 +12,9 @@
 #include <memplan/nn/attention.hpp>
 #include <memplan/nn/conv.hpp>
 #include <memplan/nn/elementwise.hpp>
+#include <memplan/nn/linear.hpp>
 #include <memplan/nn/loss.hpp>
+#include <memplan/nn/norm.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -125,6 +127,88 @@ inline conv_geometry conv_shape(const nn::conv2d& l, const kernel_call& c) {
     expect_numel(c, slot::grad_output(), q.n * q.k * q.cols(), "the output gradient");
     expect_numel(c, slot::param(0), q.k * q.rows(), "the filter");
     expect_numel(c, slot::grad_param(0), q.k * q.rows(), "the filter gradient");
+    return q;
+}
+
+// ----- fully connected -----------------------------------------------------------
+
+/// x (rows, in) -> y (rows, out) over the last axis; weight (out, in).
+struct linear_geometry {
+    extent rows, in, out;
+};
+
+inline linear_geometry linear_shape(const nn::linear& l, const kernel_call& c) {
+    const auto& x = input_shape(c, 0);
+    const auto& y = output_shape(c);
+    if (x.rank() == 0 || y.rank() != x.rank() || x[x.rank() - 1] != l.in_features ||
+        y[y.rank() - 1] != l.out_features || x.numel() / l.in_features != y.numel() / l.out_features)
+        shape_fail(c, "shapes " + x.to_string() + " -> " + y.to_string() + " do not fit a linear layer of " +
+                          std::to_string(l.in_features) + " -> " + std::to_string(l.out_features) + " features");
+    const linear_geometry q{static_cast<extent>(x.numel() / l.in_features), static_cast<extent>(l.in_features),
+                            static_cast<extent>(l.out_features)};
+    using nn::slot;
+    expect_numel(c, slot::input(0), q.rows * q.in, "the input");
+    expect_numel(c, slot::grad_input(0), q.rows * q.in, "the input gradient");
+    expect_numel(c, slot::output(), q.rows * q.out, "the output");
+    expect_numel(c, slot::grad_output(), q.rows * q.out, "the output gradient");
+    expect_numel(c, slot::param(0), q.out * q.in, "the weight");
+    expect_numel(c, slot::grad_param(0), q.out * q.in, "the weight gradient");
+    if (l.bias) {
+        expect_numel(c, slot::param(1), q.out, "the bias");
+        expect_numel(c, slot::grad_param(1), q.out, "the bias gradient");
+    }
+    return q;
+}
+
+// ----- normalisation ----------------------------------------------------------------
+
+/// Batch-norm over (n, c, s...): statistics per channel, s the spatial size.
+struct batch_norm_geometry {
+    extent n, c, s;
+};
+
+inline batch_norm_geometry batch_norm_shape(const nn::batch_norm& l, const kernel_call& c) {
+    const auto& y = output_shape(c);
+    if (y.rank() < 2 || y[1] != l.channels)
+        shape_fail(c, "output shape " + y.to_string() + " does not fit a batch-norm of " + std::to_string(l.channels) +
+                          " channels");
+    const batch_norm_geometry q{static_cast<extent>(y[0]), static_cast<extent>(y[1]), inner_size(y, 2)};
+    const extent values = q.n * q.c * q.s;
+    using nn::slot;
+    expect_numel(c, slot::input(0), values, "the input");
+    expect_numel(c, slot::grad_input(0), values, "the input gradient");
+    expect_numel(c, slot::output(), values, "the output");
+    expect_numel(c, slot::grad_output(), values, "the output gradient");
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        expect_numel(c, slot::param(i), q.c, i == 0 ? "gamma" : "beta");
+        expect_numel(c, slot::grad_param(i), q.c, i == 0 ? "the gamma gradient" : "the beta gradient");
+        expect_numel(c, slot::state(i), q.c, i == 0 ? "the running mean" : "the running variance");
+    }
+    expect_numel(c, slot::internal(0), 2 * q.c, "the saved statistics");
+    return q;
+}
+
+/// Layer-norm over rows of the last axis (`features` wide).
+struct layer_norm_geometry {
+    extent rows, features;
+};
+
+inline layer_norm_geometry layer_norm_shape(const nn::layer_norm& l, const kernel_call& c) {
+    const auto& y = output_shape(c);
+    if (y.rank() == 0 || y[y.rank() - 1] != l.features)
+        shape_fail(c, "output shape " + y.to_string() + " does not fit a layer-norm of " +
+                          std::to_string(l.features) + " features");
+    const layer_norm_geometry q{static_cast<extent>(y.numel() / l.features), static_cast<extent>(l.features)};
+    using nn::slot;
+    expect_numel(c, slot::input(0), q.rows * q.features, "the input");
+    expect_numel(c, slot::grad_input(0), q.rows * q.features, "the input gradient");
+    expect_numel(c, slot::output(), q.rows * q.features, "the output");
+    expect_numel(c, slot::grad_output(), q.rows * q.features, "the output gradient");
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        expect_numel(c, slot::param(i), q.features, i == 0 ? "gamma" : "beta");
+        expect_numel(c, slot::grad_param(i), q.features, i == 0 ? "the gamma gradient" : "the beta gradient");
+    }
+    expect_numel(c, slot::internal(0), 2 * q.rows, "the saved statistics");
     return q;
 }
 

@@ -11,14 +11,14 @@ namespace memplan::engine::cpu {
 /// Runs "<linear>.fwd", ".bwd_data" or ".bwd_weight".
 inline void run(const nn::linear& l, const kernel_call& c) {
     using nn::slot;
-    const auto in = static_cast<index>(l.in_features), out = static_cast<index>(l.out_features);
+    const auto q = linear_shape(l, c);
+    const index in = q.in, out = q.out, rows = q.rows;
     const auto w = c.slot(slot::param(0)); // the weight gradient does not read it
     if (!w && c.pass() != nn::op_pass::bwd_weight) need(c, slot::param(0), "the weight");
     switch (c.pass()) {
     case nn::op_pass::fwd: {
         const auto x = need(c, slot::input(0), "the input");
         const auto y = need(c, slot::output(), "the output");
-        const index rows = count(x) / in;
         matrix_map Y(fp(y), rows, out);
         Y.noalias() = const_matrix_map(fp(x), rows, in) * const_matrix_map(fp(w), out, in).transpose();
         if (l.bias) Y.rowwise() += const_vector_map(fp(need(c, slot::param(1), "the bias")), out).transpose();
@@ -27,14 +27,12 @@ inline void run(const nn::linear& l, const kernel_call& c) {
     case nn::op_pass::bwd_data: {
         const auto dy = need(c, slot::grad_output(), "the output gradient");
         const auto dx = need(c, slot::grad_input(0), "the input gradient");
-        const index rows = count(dy) / out;
         matrix_map(fp(dx), rows, in).noalias() = const_matrix_map(fp(dy), rows, out) * const_matrix_map(fp(w), out, in);
         return;
     }
     case nn::op_pass::bwd_weight: {
         const auto x = need(c, slot::input(0), "the input");
         const auto dy = need(c, slot::grad_output(), "the output gradient");
-        const index rows = count(dy) / out;
         const const_matrix_map DY(fp(dy), rows, out);
         matrix_map(fp(need(c, slot::grad_param(0), "the weight gradient")), out, in).noalias() =
             DY.transpose() * const_matrix_map(fp(x), rows, in);

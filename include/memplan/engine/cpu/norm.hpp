@@ -21,8 +21,8 @@ inline void run(const nn::batch_norm& l, const kernel_call& c) {
     const auto gamma = need(c, slot::param(0), "gamma");
     const auto stats = need(c, slot::internal(0), "the saved statistics");
     const bool forward = forward_or_backward(c);
-    const nn::shape& shape = c.node_output->shape;
-    const index N = static_cast<index>(shape[0]), C = static_cast<index>(shape[1]), S = inner_size(shape, 2);
+    const auto q = batch_norm_shape(l, c);
+    const index N = q.n, C = q.c, S = q.s;
     const double M = double(N * S);
     const float* G = fp(gamma);
     float* mean = fp(stats);
@@ -94,11 +94,11 @@ inline void run(const nn::batch_norm& l, const kernel_call& c) {
 /// Runs "<layer_norm>.fwd" or ".bwd" over rows of the last axis.
 inline void run(const nn::layer_norm& l, const kernel_call& c) {
     using nn::slot;
-    const auto F = static_cast<index>(l.features);
+    const auto q = layer_norm_shape(l, c);
+    const index F = q.features, R = q.rows;
     const float* G = fp(need(c, slot::param(0), "gamma"));
     float* stats = fp(need(c, slot::internal(0), "the saved statistics"));
     const auto x = need(c, slot::input(0), "the input");
-    const index R = count(x) / F;
     float* mean = stats;
     float* invstd = stats + R;
     const float* X = fp(x);
