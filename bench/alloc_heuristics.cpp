@@ -2,8 +2,8 @@
 // (A-F) and on synthetic training steps of 1,000 and 100,000 buffers.
 // Counters: height, lower_bound, ratio (height / LB) and buffers; the time is
 // one placement.
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 
 #include <benchmark/benchmark.h>
 

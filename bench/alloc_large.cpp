@@ -15,9 +15,9 @@
 // check_placement, and an invalid one ends the program with exit 1.
 #include "args.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 
 #include <array>
 #include <chrono>

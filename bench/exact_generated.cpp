@@ -17,10 +17,10 @@
 // --instances=20 --limit=10.
 #include "../tests/support/perfect_packing.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/exact.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 
 #include <benchmark/benchmark.h>
 

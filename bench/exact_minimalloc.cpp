@@ -1,9 +1,9 @@
 // The exact search on MiniMalloc's "challenging" benchmark (A-F and J, capacity
 // 1,048,576): decision mode at that capacity, one run per instance. The
 // counters say whether a valid placement was found and how tight it is.
+#include <memplan/alloc/exact.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -4,8 +4,8 @@
 // 1 feasible, 2 infeasible, 3 unbounded, 4 no_solution, 5 error), objective
 // (arena bytes), bound (proven lower bound), gap, seconds, lb (load bound),
 // warm (the warm start's height), nodes.
-#include <memplan/plan/alloc/exact.hpp>
-#include <memplan/plan/alloc/milp.hpp>
+#include <memplan/alloc/exact.hpp>
+#include <memplan/alloc/milp.hpp>
 #include <memplan/solver/glpk.hpp>
 #ifdef MEMPLAN_HAS_CBC
 #include <memplan/solver/cbc.hpp>

@@ -14,8 +14,8 @@
 #include "args.hpp"
 #include "bound.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/schedule/bounds.hpp>

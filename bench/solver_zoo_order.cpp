@@ -13,9 +13,9 @@
 // any variant of its op.
 #include "args.hpp"
 
+#include <memplan/alloc/allocators.hpp>
+#include <memplan/alloc/exact.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/cut_bound.hpp>
 #include <memplan/schedule/order/select.hpp>

@@ -19,7 +19,7 @@
 // allocators keep state between benchmarks (glibc raises its mmap threshold
 // to the largest chunk freed so far), so a model's figures would otherwise
 // depend on the models run before it. docs/planners.md has the loop.
-#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/liveness.hpp>
 #include <memplan/schedule/schedule.hpp>

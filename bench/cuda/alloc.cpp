@@ -17,10 +17,10 @@
 // most bytes live at any point of the step.
 //   bench_cuda_alloc [--batch N] [--steps N] [--max-seconds S]
 // Exits 77 without a CUDA device.
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/cuda/device.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/zoo/resnet.hpp>
 

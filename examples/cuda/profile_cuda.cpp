@@ -13,13 +13,13 @@
 // measured ones.
 #include "cuda_common.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/engine/cuda/device.hpp>
 #include <memplan/engine/cuda/measure.hpp>
 #include <memplan/engine/cuda/profile.hpp>
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 
 #include <cstdio>

@@ -4,16 +4,16 @@
 // program; each train_*.cpp is then only its model and main().
 #include "common.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/io/cost_model.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/cpu/device.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/engine/profile.hpp>
+#include <memplan/io/cost_model.hpp>
 #include <memplan/io/graph_json.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/make_plan.hpp>
 #include <memplan/nn/training.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>
 

@@ -3,9 +3,9 @@
 // ask for a plan, allocate ONE arena of plan.arena_bytes, and bind every
 // tensor to base + offset of the buffer that holds it at each step. Exits 0
 // when the arena run matches the same loop on separate std::vectors.
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/graph/graph.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 
 #include <cmath>

@@ -33,13 +33,13 @@
 #include <memplan/remat/select.hpp>
 
 // Plans, bounds, allocation
-#include <memplan/plan/alloc/allocators.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
-#include <memplan/plan/alloc/milp.hpp>
-#include <memplan/plan/alloc/no_reuse.hpp>
-#include <memplan/plan/alloc/online_best_fit.hpp>
-#include <memplan/plan/alloc/problem.hpp>
+#include <memplan/alloc/allocators.hpp>
+#include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/greedy.hpp>
+#include <memplan/alloc/milp.hpp>
+#include <memplan/alloc/no_reuse.hpp>
+#include <memplan/alloc/online_best_fit.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>

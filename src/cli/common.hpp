@@ -6,14 +6,14 @@
 #include "args.hpp"
 #include "format.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/core/deadline.hpp>
 #include <memplan/core/error.hpp>
-#include <memplan/plan/make_plan.hpp>
 #include <memplan/core/registry.hpp>
 #include <memplan/io/atomic_file.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
+#include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/remat/store_all.hpp>
 #include <memplan/schedule/order/select.hpp>

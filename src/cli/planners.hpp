@@ -7,9 +7,9 @@
 #include "common.hpp"
 #include "progress.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/core/registry.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/remat/store_all.hpp>
 #include <memplan/schedule/order/select.hpp>

@@ -3,7 +3,7 @@
 // the command prints its result.
 #pragma once
 
-#include <memplan/plan/alloc/exact.hpp>
+#include <memplan/alloc/exact.hpp>
 #include <memplan/remat/remat.hpp>
 
 #include <unistd.h>

@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "conv_choice.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/cuda/device.hpp>
@@ -17,7 +18,6 @@
 #include <memplan/engine/executor.hpp>
 #include <memplan/engine/profile.hpp>
 #include <memplan/nn/layer.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 

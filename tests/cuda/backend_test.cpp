@@ -13,12 +13,12 @@
 
 #include <doctest/doctest.h>
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/cuda/backend.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -7,15 +7,15 @@
 
 #include <doctest/doctest.h>
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/io/cost_model.hpp>
-#include <memplan/io/graph_json.hpp>
-#include <memplan/remat/portfolio.hpp>
 #include <memplan/engine/cuda/algorithms.hpp>
 #include <memplan/engine/cuda/profile.hpp>
+#include <memplan/io/cost_model.hpp>
+#include <memplan/io/graph_json.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/remat/portfolio.hpp>
 
 #include <algorithm>
 #include <filesystem>

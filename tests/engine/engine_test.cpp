@@ -4,11 +4,11 @@
 // does: bit for bit when every reduction keeps its order, otherwise within
 // the measured float32 reassociation error. Finite-difference checks of the
 // kernels: gradcheck_test.cpp.
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/pareto.hpp>
 #include <memplan/remat/select.hpp>

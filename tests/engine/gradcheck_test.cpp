@@ -7,10 +7,10 @@
 // analytic gradients come from one executor step without the updates; the
 // numeric ones from central differences of the loss over every parameter
 // value, one executor step per evaluation.
+#include <memplan/alloc/no_reuse.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/no_reuse.hpp>
 #include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>

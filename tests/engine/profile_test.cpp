@@ -3,15 +3,15 @@
 // `measured:FILE`, and plans made from it that the validator accepts and the
 // engine trains as the naive run does. No timing is asserted: only that
 // every (op, variant) was measured and the numbers travel intact.
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/io/cost_model.hpp>
 #include <memplan/engine/cpu/backend.hpp>
 #include <memplan/engine/cpu/device.hpp>
 #include <memplan/engine/executor.hpp>
 #include <memplan/engine/profile.hpp>
+#include <memplan/io/cost_model.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/select.hpp>
 

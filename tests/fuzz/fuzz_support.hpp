@@ -4,13 +4,13 @@
 // validator accepts, an exact round trip through the graph writer).
 #pragma once
 
-#include <memplan/core/error.hpp>
+#include <memplan/alloc/greedy.hpp>
 #include <memplan/check/validator.hpp>
+#include <memplan/core/error.hpp>
 #include <memplan/graph/graph.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/plan_json.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 

@@ -5,9 +5,9 @@
 // agree with a brute-force check in 128-bit arithmetic; the writer round-trips.
 #include "fuzz_support.hpp"
 
+#include <memplan/alloc/greedy.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
 
 #include <algorithm>
 #include <cstddef>

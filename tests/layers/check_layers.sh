@@ -29,14 +29,14 @@ nn              | core graph cost
 zoo             | core graph cost nn
 schedule        | core graph
 schedule/order  | core graph schedule solver
-plan/alloc      | core solver
-check           | core graph schedule plan/alloc
-plan            | core graph schedule plan/alloc check
-remat           | core graph schedule schedule/order solver plan plan/alloc check
-engine          | core graph cost nn schedule plan plan/alloc check remat
-engine/cpu      | core graph cost nn schedule plan plan/alloc check remat engine
-engine/cuda     | core graph cost nn schedule plan plan/alloc check remat engine
-io              | core graph cost nn zoo schedule schedule/order solver plan plan/alloc check remat
+alloc           | core solver
+check           | core graph schedule alloc
+plan            | core graph schedule alloc check
+remat           | core graph schedule schedule/order solver plan alloc check
+engine          | core graph cost nn schedule plan alloc check remat
+engine/cpu      | core graph cost nn schedule plan alloc check remat engine
+engine/cuda     | core graph cost nn schedule plan alloc check remat engine
+io              | core graph cost nn zoo schedule schedule/order solver plan alloc check remat
 '
 
 cd "$include_dir"

@@ -1,9 +1,10 @@
-// The offset MILP (plan/alloc/milp.hpp) on every backend: optima proven on
+// The offset MILP (alloc/milp.hpp) on every backend: optima proven on
 // random instances, equal to an independent brute force on small ones, and
 // decision mode (capacity) with reasons.
 #include "backends.hpp"
 
-#include <memplan/plan/alloc/milp.hpp>
+#include <memplan/alloc/milp.hpp>
+#include <memplan/check/placement.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -69,7 +70,7 @@ std::uint64_t brute_force_height(const alloc_problem& p) {
 
 void check_valid(const alloc_problem& p, const alloc_result& r) {
     REQUIRE(r.offsets.size() == p.items.size());
-    CHECK_FALSE(detail::placement_fault(p, r.offsets));
+    CHECK(check_placement(p, r.offsets).ok());
     CHECK(r.size == placement_height(p, r.offsets));
     CHECK(r.size >= r.bound);
     CHECK(r.bound >= lower_bound(p)); // the proven bound, which alignment and the solver may raise

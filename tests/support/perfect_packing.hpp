@@ -7,7 +7,7 @@
 // every platform.
 #pragma once
 
-#include <memplan/plan/alloc/problem.hpp>
+#include <memplan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -2,9 +2,9 @@
 // random problems against an independent all-pairs overlap check, and the
 // shared MiniMalloc instances.
 #include "support/fixtures.hpp"
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>

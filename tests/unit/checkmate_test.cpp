@@ -1,9 +1,9 @@
 // Import of Checkmate / Moccasin node-link graphs (formats.md §4): both
 // variants, the topological default order with ties by the smaller id, and
 // every rejection naming its node or link.
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/io/checkmate_json.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/make_plan.hpp>
 
 #include <doctest/doctest.h>

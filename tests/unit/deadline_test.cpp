@@ -1,8 +1,8 @@
 // The one clock (core/deadline.hpp): shares never end after their parent,
 // expiry, the unlimited deadline; and a deadline handed down stops the exact
 // search, which also stops early once within its relative gap.
+#include <memplan/alloc/exact.hpp>
 #include <memplan/core/deadline.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 #include <memplan/remat/remat.hpp>
 
 #include <doctest/doctest.h>

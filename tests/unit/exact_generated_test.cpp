@@ -8,8 +8,8 @@
 // step by hand: the bench runs the large instances, this the small ones).
 #include "support/perfect_packing.hpp"
 
+#include <memplan/alloc/exact.hpp>
 #include <memplan/check/placement.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,8 @@
 // The exact offset search: brute force on small random instances, decision
 // and minimisation modes, alignment, and MiniMalloc's challenging set.
+#include <memplan/alloc/exact.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,6 +4,8 @@
 // build, outputs that are devices, links or several files. The promise: the
 // library throws memplan::error naming the culprit (never anything else),
 // the validator rejects what is invalid, and nothing is half-written.
+#include <memplan/alloc/allocators.hpp>
+#include <memplan/alloc/milp.hpp>
 #include <memplan/check/placement.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/io/atomic_file.hpp>
@@ -11,8 +13,6 @@
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
-#include <memplan/plan/alloc/milp.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 

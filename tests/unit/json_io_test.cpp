@@ -3,10 +3,10 @@
 // writes, and from_intervals keeping the lower bound of the shared instances.
 #include "support/fixtures.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>

@@ -1,9 +1,9 @@
 // The offset CSV of formats.md §3 and the atomic file writer: round trips,
 // tolerated variations, and every rejection with its message.
 #include "support/fixtures.hpp"
+#include <memplan/alloc/greedy.hpp>
 #include <memplan/io/atomic_file.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,8 +4,8 @@
 // sum of its (aligned) blocks.
 #include "support/random_graph.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
 

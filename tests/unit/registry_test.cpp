@@ -4,8 +4,8 @@
 #include "support/fixtures.hpp"
 #include "support/remat_graphs.hpp"
 
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/remat/budget.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/schedule/order/select.hpp>

@@ -8,8 +8,8 @@
 // generator is deterministic.
 #include "../support/fixtures.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/joint.hpp>
 #include <memplan/remat/portfolio.hpp>

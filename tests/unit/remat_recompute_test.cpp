@@ -6,8 +6,8 @@
 #include "../support/fixtures.hpp"
 #include "../support/remat_graphs.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/recompute.hpp>

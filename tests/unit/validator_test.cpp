@@ -6,8 +6,8 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/make_plan.hpp>
-#if __has_include(<memplan/plan/alloc/allocators.hpp>)
-#include <memplan/plan/alloc/allocators.hpp>
+#if __has_include(<memplan/alloc/allocators.hpp>)
+#include <memplan/alloc/allocators.hpp>
 #endif
 
 #include <doctest/doctest.h>
@@ -659,7 +659,7 @@ TEST_CASE("check.plan.make_plan_on_random_graphs_is_valid") {
     MESSAGE("aliases " << aliases << ", recomputed steps " << recomputed << ", broken pairs " << broken_pairs);
 }
 
-#if __has_include(<memplan/plan/alloc/allocators.hpp>)
+#if __has_include(<memplan/alloc/allocators.hpp>)
 // The project's own heuristic allocators, when they are there: every plan they
 // give on the same random graphs passes the validator.
 TEST_CASE("check.plan.heuristic_allocators_on_random_graphs_are_valid") {

@@ -4,11 +4,11 @@
 // the JSON format carries the per-variant inputs.
 #include "support/fixtures.hpp"
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/nn/training.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/io/graph_json.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
 

@@ -1,8 +1,8 @@
 // Every zoo model's training graph, planned in its default order and in the
 // greedy memory-aware order, passes the independent validator; the greedy
 // order never peaks above the default one, and both respect the bounds.
+#include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/zoo/zoo.hpp>

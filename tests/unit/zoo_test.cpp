@@ -1,9 +1,9 @@
 // The model zoo: exact published parameter counts, shapes at the default
 // sizes, and training graphs that validate, round-trip through the graph
 // format, have a finite default-order lower bound and can be planned.
+#include <memplan/alloc/greedy.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/io/graph_json.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/zoo/zoo.hpp>

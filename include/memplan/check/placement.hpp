@@ -7,8 +7,8 @@
 // structure, 4 for overlaps, 5 for alignment and capacity.
 #pragma once
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/check/validator.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <cstdint>

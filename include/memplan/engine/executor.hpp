@@ -12,12 +12,12 @@
 // step, so a plan that frees too early shows as NaN in the results.
 #pragma once
 
+#include <memplan/alloc/no_reuse.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/engine/backend.hpp>
 #include <memplan/engine/program.hpp>
-#include <memplan/nn/training.hpp>
 #include <memplan/nn/network.hpp>
-#include <memplan/plan/alloc/no_reuse.hpp>
+#include <memplan/nn/training.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/plan.hpp>
 #include <memplan/schedule/schedule.hpp>

@@ -20,6 +20,7 @@
 // single-threaded, as it runs in training.
 #pragma once
 
+#include <memplan/alloc/best_heuristic.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/cost/model.hpp>
 #include <memplan/engine/backend.hpp>
@@ -27,7 +28,6 @@
 #include <memplan/graph/graph.hpp>
 #include <memplan/nn/network.hpp>
 #include <memplan/nn/training.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/schedule/schedule.hpp>
 

@@ -4,10 +4,10 @@
 // ignored); every rejection names the file, the line and the field at fault.
 #pragma once
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/detail/checked.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/io/atomic_file.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <charconv>
 #include <cstdint>

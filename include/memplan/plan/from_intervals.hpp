@@ -9,9 +9,9 @@
 // structure, and so the same lower bound.
 #pragma once
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/graph/graph.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <charconv>

@@ -5,13 +5,13 @@
 // bug report (status `error`, the report as message), never a result.
 #pragma once
 
+#include <memplan/alloc/allocators.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/core/detail/checked.hpp>
-#include <memplan/plan/alloc/allocators.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 #include <memplan/plan/bounds.hpp>
-#include <memplan/schedule/plan.hpp>
 #include <memplan/schedule/liveness.hpp>
+#include <memplan/schedule/plan.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -157,7 +157,7 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
 }
 
 /// `make_plan` with the allocator called `allocator_name` (the registry of
-/// plan/alloc/allocators.hpp). Throws `memplan::error` for an unknown name
+/// alloc/allocators.hpp). Throws `memplan::error` for an unknown name
 /// (before any work) or a malformed schedule.
 template <class Graph>
 basic_planned<typename Graph::size_type, typename Graph::id_type>

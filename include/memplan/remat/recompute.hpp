@@ -28,10 +28,10 @@
 // recomputations start from.
 #pragma once
 
+#include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/exact.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/graph/validate.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/alloc/exact.hpp>
 #include <memplan/plan/make_plan.hpp>
 #include <memplan/remat/remat.hpp>
 #include <memplan/schedule/bounds.hpp>

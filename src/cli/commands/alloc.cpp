@@ -1,8 +1,8 @@
 // memplan alloc: assigns offsets to an offset CSV instance (id,lower,upper,size), e.g. MiniMalloc's.
 #include "planners.hpp"
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 namespace memplan::cli {
 

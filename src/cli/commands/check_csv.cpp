@@ -1,8 +1,8 @@
 // memplan check-csv: checks an offset CSV that has an offset column (ours or MiniMalloc's).
 #include "common.hpp"
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/io/offset_csv.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 namespace memplan::cli {
 

@@ -5,9 +5,9 @@
 // closing the last 0.01 % is rarely worth the whole time limit.
 #pragma once
 
+#include <memplan/alloc/exact.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/deadline.hpp>
-#include <memplan/plan/alloc/exact.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <functional>
 #include <string_view>

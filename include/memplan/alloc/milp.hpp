@@ -11,11 +11,10 @@
 // the placement is rebuilt from the ordering binaries and stays exact.
 #pragma once
 
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/detail/checked.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
-#include <memplan/plan/alloc/detail/placement_check.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 #include <memplan/solver/model.hpp>
 #include <memplan/solver/solver.hpp>
 
@@ -77,7 +76,7 @@ void check_offset_model_size(const basic_alloc_problem<Size>& p, std::uint64_t m
 
 /// Stacking first fit in decreasing size: each item takes the lowest aligned
 /// offset free among the placed items that overlap it in time. O(n^2 log n);
-/// only a warm start, the real heuristics are in plan/alloc/greedy.hpp.
+/// only a warm start, the real heuristics are in alloc/greedy.hpp.
 template <class Size>
 std::vector<Size> first_fit_by_size(const basic_alloc_problem<Size>& p) {
     const Size align = p.alignment > 1 ? p.alignment : Size{1};
@@ -389,8 +388,6 @@ struct milp_allocator {
         }
         if (r.offsets.empty() && greedy_fits) r.offsets = std::move(greedy);
         if (!r.offsets.empty()) {
-            if (auto why = detail::placement_fault(p, r.offsets))
-                return finish(status::error, "placement fails the check: " + *why);
             const Size h = placement_height(p, r.offsets);
             if (decision && h > p.capacity) r.offsets.clear();
             else if (res.status == status::optimal) r.proven_bound = std::max(r.proven_bound, h);

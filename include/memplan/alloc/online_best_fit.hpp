@@ -6,9 +6,9 @@
 // future lifetimes, which is why it can end up near 2x the lower bound.
 #pragma once
 
+#include <memplan/alloc/greedy.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/detail/checked.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -4,17 +4,17 @@
 // row. Code that knows its policy uses the type (`greedy_by_size{}`).
 #pragma once
 
+#include <memplan/alloc/auto.hpp>
+#include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/exact.hpp>
+#include <memplan/alloc/greedy.hpp>
+#include <memplan/alloc/milp.hpp>
+#include <memplan/alloc/no_reuse.hpp>
+#include <memplan/alloc/online_best_fit.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/deadline.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/registry.hpp>
-#include <memplan/plan/alloc/auto.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/alloc/exact.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
-#include <memplan/plan/alloc/milp.hpp>
-#include <memplan/plan/alloc/no_reuse.hpp>
-#include <memplan/plan/alloc/online_best_fit.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 #include <memplan/solver/select.hpp>
 
 #include <array>

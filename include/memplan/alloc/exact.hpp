@@ -8,14 +8,13 @@
 // searches at the lower bound and by bisection until the time runs out.
 #pragma once
 
+#include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/detail/exact_reduce.hpp>
+#include <memplan/alloc/detail/exact_search.hpp>
+#include <memplan/alloc/problem.hpp>
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/error.hpp>
 #include <memplan/core/status.hpp>
-#include <memplan/core/deadline.hpp>
-#include <memplan/plan/alloc/best_heuristic.hpp>
-#include <memplan/plan/alloc/detail/exact_reduce.hpp>
-#include <memplan/plan/alloc/detail/exact_search.hpp>
-#include <memplan/plan/alloc/detail/placement_check.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -397,10 +396,6 @@ struct exact {
                 res.status = res.size <= res.bound ? memplan::status::optimal : memplan::status::feasible;
                 res.message = std::to_string(pairs) + " buffer pairs overlap in time, too many for the whole "
                               "search: the heuristics and exact windows around the peak";
-                if (const auto why = detail::placement_fault(problem, res.offsets, Size{0})) {
-                    res.status = memplan::status::error;
-                    res.message = "exact: internal error, the placement found fails the placement check: " + *why;
-                }
                 res.seconds = elapsed();
                 return res;
             }
@@ -428,13 +423,6 @@ struct exact {
             res.size = have_best || in.num_buffers() == 0 ? placement_height(problem, res.offsets) : 0;
             res.status = st;
             res.message = std::move(message);
-            // Every placement returned is checked once more (what check_placement accepts).
-            if (has_solution(st)) {
-                if (const auto why = detail::placement_fault(problem, res.offsets, static_cast<Size>(cap))) {
-                    res.status = memplan::status::error;
-                    res.message = "exact: internal error, the placement found fails the placement check: " + *why;
-                }
-            }
             res.seconds = elapsed();
             return res;
         };

@@ -7,10 +7,10 @@
 // skeleton); the pick does not depend on which thread ran what.
 #pragma once
 
+#include <memplan/alloc/greedy.hpp>
+#include <memplan/alloc/online_best_fit.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/deadline.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
-#include <memplan/plan/alloc/online_best_fit.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <array>

@@ -6,7 +6,7 @@
 // Merging them removes a choice the search would otherwise get wrong.
 #pragma once
 
-#include <memplan/plan/alloc/detail/exact_search.hpp>
+#include <memplan/alloc/detail/exact_search.hpp>
 
 #include <algorithm>
 #include <cstdint>

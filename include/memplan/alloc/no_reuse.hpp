@@ -3,9 +3,9 @@
 // sizes, the figure every real allocator is measured against.
 #pragma once
 
+#include <memplan/alloc/greedy.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/detail/checked.hpp>
-#include <memplan/plan/alloc/greedy.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <chrono>
 #include <string_view>

@@ -9,9 +9,9 @@
 // hands over whole unions of byte ranges (interval_tree.hpp).
 #pragma once
 
+#include <memplan/alloc/detail/interval_tree.hpp>
+#include <memplan/alloc/problem.hpp>
 #include <memplan/core/detail/checked.hpp>
-#include <memplan/plan/alloc/detail/interval_tree.hpp>
-#include <memplan/plan/alloc/problem.hpp>
 
 #include <algorithm>
 #include <chrono>
