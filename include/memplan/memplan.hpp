@@ -43,6 +43,7 @@
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 #include <memplan/schedule/plan.hpp>
 
 // Solver interface (backend-neutral)

@@ -122,13 +122,14 @@ inline order_result<graph> order_with(const std::string& name, const graph& g, c
 }
 
 /// The store-all plan of `g`: the arena that budgets in percent refer to.
-inline memplan::remat_result store_all_checked(const memplan::graph& g, const memplan::remat_options& base) {
+inline memplan::remat_result store_all_checked(const memplan::remat_context<memplan::graph>& ctx,
+                                               const memplan::remat_options& base) {
     memplan::remat_options o;
     o.alignment = base.alignment;
     o.time_limit = base.time_limit;
-    auto r = memplan::store_all{}.plan(g, o);
+    auto r = memplan::store_all{}.checked(ctx, o);
     if (!memplan::has_solution(r.status))
-        throw internal_error("store_all found no plan for graph '" + g.name() + "': " + r.message);
+        throw internal_error("store_all found no plan for graph '" + ctx.graph().name() + "': " + r.message);
     return r;
 }
 

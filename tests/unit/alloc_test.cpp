@@ -6,6 +6,7 @@
 #include <memplan/graph/graph.hpp>
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 
 #include <doctest/doctest.h>
 

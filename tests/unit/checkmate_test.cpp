@@ -5,6 +5,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/io/checkmate_json.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 
 #include <doctest/doctest.h>
 

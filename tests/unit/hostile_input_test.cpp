@@ -14,6 +14,7 @@
 #include <memplan/io/offset_csv.hpp>
 #include <memplan/io/plan_json.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 #include <memplan/schedule/schedule.hpp>
 
 #include <doctest/doctest.h>

@@ -10,6 +10,7 @@
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/from_intervals.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 
 #include <doctest/doctest.h>
 

@@ -8,6 +8,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 
 #include <doctest/doctest.h>
 

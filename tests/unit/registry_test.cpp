@@ -6,6 +6,7 @@
 
 #include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
+#include <memplan/plan/named.hpp>
 #include <memplan/remat/budget.hpp>
 #include <memplan/remat/select.hpp>
 #include <memplan/schedule/order/select.hpp>
@@ -78,15 +79,16 @@ TEST_CASE("registry.rows_run_their_planner") {
     }
     std::mt19937_64 rng(7);
     const graph t = testing::random_remat_graph(rng);
+    const remat_context<graph> ctx(t);
     for (const auto& e : remat_registry<graph>()) {
         CAPTURE(e.name);
         remat_options o;
         o.time_limit = 1;
         if (e.needs_solver) {
-            CHECK_THROWS_AS(e.run(t, o, {}), memplan::error);
+            CHECK_THROWS_AS(e.run(ctx, o, {}), memplan::error);
             continue;
         }
-        const auto r = e.run(t, o, {});
+        const auto r = e.run(ctx, o, {});
         REQUIRE(has_solution(r.status));
         CHECK(check_plan(t, r.plan).ok());
     }

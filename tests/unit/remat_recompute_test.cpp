@@ -7,6 +7,7 @@
 #include "../support/remat_graphs.hpp"
 
 #include <memplan/alloc/best_heuristic.hpp>
+#include <memplan/alloc/no_reuse.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/plan/make_plan.hpp>
@@ -15,6 +16,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
 
 using namespace memplan;
@@ -153,4 +157,32 @@ TEST_CASE("remat.recompute.in_place_updates_move_past_recomputed_readers") {
     REQUIRE(has_solution(planned.status));
     CHECK(check_plan(g, planned.plan).ok());
     CHECK(planned.plan.steps[3].op == upd);
+}
+
+TEST_CASE("remat.recompute.place_within_takes_an_allocator_policy") {
+    // The same schedule placed by two policies: no_reuse gives every buffer a
+    // byte range of its own, the default (best_heuristic) reuses; both valid.
+    // Below no_reuse's arena, the exact search (given time) places the same
+    // steps within the budget instead.
+    std::mt19937_64 rng(7);
+    const auto g = testing::random_remat_graph(rng);
+    const remat_context<graph> ctx(g);
+    const auto s = ctx.schedule_of(ctx.keep_all());
+    const auto unlimited = std::numeric_limits<std::uint64_t>::max();
+    const auto spread = place_within(g, s, unlimited, 1, deadline::passed(), no_reuse{});
+    const auto packed = place_within(g, s, unlimited, 1, deadline::passed());
+    REQUIRE(has_solution(spread.status));
+    REQUIRE(has_solution(packed.status));
+    CHECK(check_plan(g, spread.plan).ok());
+    CHECK(check_plan(g, packed.plan).ok());
+    std::uint64_t total = 0;
+    for (const auto& b : spread.plan.buffers) total += b.bytes;
+    CHECK(spread.plan.arena_bytes == total);
+    REQUIRE(packed.plan.arena_bytes < spread.plan.arena_bytes);
+
+    const auto budget = packed.plan.arena_bytes;
+    const auto tightened = place_within(g, s, budget, 1, deadline::after(10.0), no_reuse{});
+    REQUIRE(has_solution(tightened.status));
+    CHECK(tightened.plan.arena_bytes <= budget);
+    CHECK(check_plan(g, tightened.plan).ok());
 }

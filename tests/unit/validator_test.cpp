@@ -6,9 +6,7 @@
 #include <memplan/check/validator.hpp>
 #include <memplan/graph/validate.hpp>
 #include <memplan/plan/make_plan.hpp>
-#if __has_include(<memplan/alloc/allocators.hpp>)
-#include <memplan/alloc/allocators.hpp>
-#endif
+#include <memplan/plan/named.hpp>
 
 #include <doctest/doctest.h>
 
@@ -659,9 +657,8 @@ TEST_CASE("check.plan.make_plan_on_random_graphs_is_valid") {
     MESSAGE("aliases " << aliases << ", recomputed steps " << recomputed << ", broken pairs " << broken_pairs);
 }
 
-#if __has_include(<memplan/alloc/allocators.hpp>)
-// The project's own heuristic allocators, when they are there: every plan they
-// give on the same random graphs passes the validator.
+// The project's own heuristic allocators: every plan they give on the same
+// random graphs passes the validator.
 TEST_CASE("check.plan.heuristic_allocators_on_random_graphs_are_valid") {
     std::mt19937_64 rng(4242);
     for (int round = 0; round < 30; ++round) {
@@ -678,7 +675,6 @@ TEST_CASE("check.plan.heuristic_allocators_on_random_graphs_are_valid") {
         }
     }
 }
-#endif
 
 TEST_CASE("check.plan.large_valid_plan") {
     // 100,000 buffers in a long chain placed by a two-slot ping-pong: the sweep

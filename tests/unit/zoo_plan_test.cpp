@@ -4,6 +4,7 @@
 #include <memplan/alloc/allocators.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/plan/make_plan.hpp>
+#include <memplan/plan/named.hpp>
 #include <memplan/schedule/order/greedy_order.hpp>
 #include <memplan/zoo/zoo.hpp>
 

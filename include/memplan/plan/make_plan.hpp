@@ -5,7 +5,6 @@
 // bug report (status `error`, the report as message), never a result.
 #pragma once
 
-#include <memplan/alloc/allocators.hpp>
 #include <memplan/alloc/problem.hpp>
 #include <memplan/check/validator.hpp>
 #include <memplan/core/detail/checked.hpp>
@@ -154,16 +153,6 @@ make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, cons
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
-}
-
-/// `make_plan` with the allocator called `allocator_name` (the registry of
-/// alloc/allocators.hpp). Throws `memplan::error` for an unknown name
-/// (before any work) or a malformed schedule.
-template <class Graph>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
-make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
-          plan_options opt = {}, const allocator_settings& settings = {}) {
-    return make_plan(g, s, named_allocator<typename Graph::size_type>(allocator_name, settings), opt);
 }
 
 } // namespace memplan

@@ -258,10 +258,10 @@ remat_cost_bound cost_lower_bound(const remat_context<Graph>& ctx, std::uint64_t
 /// the order of first runs is taken from the steps (the graph relisted in
 /// it); on a training graph the space is the context's.
 template <class Graph, SolverLike S>
-remat_cost_bound plan_cost_bound(const Graph& g, const basic_schedule<typename Graph::id_type>& steps,
+remat_cost_bound plan_cost_bound(const remat_context<Graph>& ctx, const basic_schedule<typename Graph::id_type>& steps,
                                  std::uint64_t budget, const S& solver, const remat_bound_options& opt = {}) {
     using id_type = typename Graph::id_type;
-    const remat_context<Graph> ctx(g);
+    const Graph& g = ctx.graph();
     if (!ctx.general()) return cost_lower_bound(ctx, budget, solver, opt);
     std::vector<id_type> order;
     std::vector<char> seen(g.num_ops(), 0);
@@ -275,27 +275,38 @@ remat_cost_bound plan_cost_bound(const Graph& g, const basic_schedule<typename G
     const remat_context<Graph> hc(h);
     return cost_lower_bound(hc, budget, solver, opt);
 }
+template <class Graph, SolverLike S>
+remat_cost_bound plan_cost_bound(const Graph& g, const basic_schedule<typename Graph::id_type>& steps,
+                                 std::uint64_t budget, const S& solver, const remat_bound_options& opt = {}) {
+    return plan_cost_bound(remat_context<Graph>(g), steps, budget, solver, opt);
+}
 
 /// Attaches the bound of its plan's space to a result (remat_result's
 /// `cost_bound`, `bound_proven`, `bound_note`); a result without a plan gets
 /// the bound for its budget on the listed order, which may prove that no
-/// plan fits.
+/// plan fits. On the context the result was planned on, or on its graph.
 template <class Graph, SolverLike S>
-void attach_cost_bound(const Graph& g, basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r,
-                       const S& solver, const remat_bound_options& opt = {}) {
+void attach_cost_bound(const remat_context<Graph>& ctx,
+                       basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r, const S& solver,
+                       const remat_bound_options& opt = {}) {
     if (r.budget == std::numeric_limits<typename Graph::size_type>::max()) { // no budget: nothing to bound
         r.cost_bound = r.fastest_cost;
         r.bound_proven = true;
         r.bound_note = "no budget: every op once at its fastest variant";
         return;
     }
-    const auto b = has_solution(r.status) ? plan_cost_bound(g, r.plan.steps, r.budget, solver, opt)
-                                          : cost_lower_bound(remat_context<Graph>(g), r.budget, solver, opt);
+    const auto b = has_solution(r.status) ? plan_cost_bound(ctx, r.plan.steps, r.budget, solver, opt)
+                                          : cost_lower_bound(ctx, r.budget, solver, opt);
     if (r.fastest_cost <= 0) r.fastest_cost = b.fastest_cost; // a result without a plan may lack it
     r.cost_bound = b.proven() ? b.cost : b.fastest_cost;
     r.bound_proven = b.proven();
     r.bound_note = b.status == status::infeasible ? "proof: " + b.message : b.message;
     if (b.status == status::infeasible && !has_solution(r.status)) r.status = status::infeasible;
+}
+template <class Graph, SolverLike S>
+void attach_cost_bound(const Graph& g, basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r,
+                       const S& solver, const remat_bound_options& opt = {}) {
+    attach_cost_bound(remat_context<Graph>(g), r, solver, opt);
 }
 
 } // namespace memplan

@@ -86,8 +86,8 @@ struct checkmate : remat_planner<checkmate<S>> {
 
         // Keeping everything costs nothing extra: when it fits, it is optimal.
         {
-            auto planned = place_within(g, ctx.schedule_of(ctx.keep_all()), opt.budget, opt.alignment,
-                                        until.share(store_all_exact_share).within(store_all_exact_seconds));
+            auto planned = tighten_within(g, ctx.store_all_placement(opt.alignment), opt.budget, opt.alignment,
+                                          until.share(store_all_exact_share).within(store_all_exact_seconds));
             if (has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget) {
                 detail::finish_remat_result(ctx, opt, std::move(planned), out);
                 out.status = status::optimal;

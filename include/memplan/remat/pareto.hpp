@@ -93,12 +93,14 @@ budget_bracket smallest_fitting(std::uint64_t lo, std::uint64_t hi, std::uint64_
 /// returning the planner's `basic_remat_result` for it. Returns the points
 /// by increasing budget; the last one is at the store-all arena. When the
 /// planner finds nothing even at the store-all arena, returns that one
-/// point. Throws `memplan::error` for `points < 2` or a bad tolerance.
+/// point. Throws `memplan::error` for `points < 2` or a bad tolerance. On a
+/// context the caller built (and may share with `plan_at`), or on a graph.
 template <class Graph, class PlanAt>
     requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
                                    std::uint64_t>
 std::vector<basic_pareto_point<typename Graph::size_type, typename Graph::id_type>>
-pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
+pareto_sweep(const remat_context<Graph>& ctx, PlanAt&& plan_at, const pareto_options& opt = {}) {
+    const Graph& g = ctx.graph();
     using size_type = typename Graph::size_type;
     using result_type = basic_remat_result<size_type, typename Graph::id_type>;
     using point_type = basic_pareto_point<size_type, typename Graph::id_type>;
@@ -111,7 +113,6 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         if (opt.on_progress) opt.on_progress(pareto_progress{stage, budget, found, runs});
     };
 
-    const remat_context<Graph> ctx(g);
     remat_options top_opt;
     top_opt.alignment = opt.alignment;
     top_opt.time_limit = {opt.deadline, opt.store_all_time_limit};
@@ -198,6 +199,14 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
         out.push_back(std::move(p));
     }
     return out;
+}
+
+template <class Graph, class PlanAt>
+    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
+                                   std::uint64_t>
+std::vector<basic_pareto_point<typename Graph::size_type, typename Graph::id_type>>
+pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
+    return pareto_sweep(remat_context<Graph>(g), std::forward<PlanAt>(plan_at), opt);
 }
 
 /// The plan `plan_at` (a callable as for `pareto_sweep`) makes at the

@@ -2,7 +2,8 @@
 // registry table (core/registry.hpp). `checkmate` needs a MILP solver: by
 // name it runs on the backend `solver` names (solver/select.hpp), and `auto`
 // then includes it as a member; by type, `plan_remat_with(name, g, options,
-// solver)` passes a backend object.
+// solver)` passes a backend object. Each runs on a graph or on a
+// remat_context the caller built and shares between runs.
 #pragma once
 
 #include <memplan/core/error.hpp>
@@ -30,22 +31,25 @@ template <class Graph>
 using remat_result_of = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
 
 /// Runs `checkmate` on backend `solver`, and `auto` with it as a member; any
-/// other name as `plan_remat` does.
+/// other name as `plan_remat` does. On a context the caller built, or on a
+/// graph (a context built for the call).
 template <class Graph, SolverLike S>
-remat_result_of<Graph> plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt,
-                                       const S& solver);
+remat_result_of<Graph> plan_remat_with(std::string_view name, const remat_context<Graph>& ctx,
+                                       const remat_options& opt, const S& solver);
 
-/// A row runs its planner on a graph; `solver` names the backend for the
-/// rows that need one (empty: the default; ignored by the others).
+/// A row runs its planner on a context (remat_planner::checked: what it
+/// returns is checked); `solver` names the backend for the rows that need
+/// one (empty: the default; ignored by the others).
 template <class Graph>
-using remat_entry = registry_entry<remat_result_of<Graph> (*)(const Graph&, const remat_options&, std::string_view)>;
+using remat_entry = registry_entry<remat_result_of<Graph> (*)(const remat_context<Graph>&, const remat_options&,
+                                                              std::string_view)>;
 
 namespace detail {
 
 template <class P, class Graph>
 constexpr remat_entry<Graph> remat_row(std::string_view description) {
     return {P::name, description, false,
-            [](const Graph& g, const remat_options& o, std::string_view) { return P{}.plan(g, o); }};
+            [](const remat_context<Graph>& ctx, const remat_options& o, std::string_view) { return P{}.checked(ctx, o); }};
 }
 
 } // namespace detail
@@ -60,18 +64,18 @@ std::span<const remat_entry<Graph>> remat_registry() {
                            "portfolio of the planners below (with checkmate on small graphs when a solver is "
                            "compiled in); the cheapest plan that fits wins (default)",
                            false,
-                           [](const Graph& g, const remat_options& o, std::string_view solver) {
-                               if (solver_backends().empty()) return auto_remat{}.plan(g, o);
+                           [](const remat_context<Graph>& ctx, const remat_options& o, std::string_view solver) {
+                               if (solver_backends().empty()) return auto_remat{}.checked(ctx, o);
                                return with_solver<remat_result_of<Graph>>(solver, [&](const auto& s) {
-                                   return plan_remat_with(auto_remat::name, g, o, s);
+                                   return plan_remat_with(auto_remat::name, ctx, o, s);
                                });
                            }},
         detail::remat_row<joint, Graph>("checkpointing jointly with each op's variant (descent on keep sets)"),
         remat_entry<Graph>{"checkmate", "Checkmate's MILP (exact on small graphs, LP relaxation and rounding above)",
                            true,
-                           [](const Graph& g, const remat_options& o, std::string_view solver) {
+                           [](const remat_context<Graph>& ctx, const remat_options& o, std::string_view solver) {
                                return with_solver<remat_result_of<Graph>>(solver, [&](const auto& s) {
-                                   return plan_remat_with("checkmate", g, o, s);
+                                   return plan_remat_with("checkmate", ctx, o, s);
                                });
                            }},
         detail::remat_row<chain_dp, Graph>("Rotor's optimal dynamic program over the chain of segments"),
@@ -98,21 +102,42 @@ const remat_entry<Graph>& find_remat_planner(std::string_view name) {
     return registry_lookup<typename remat_entry<Graph>::run_type>(remat_registry<Graph>(), "remat", "planner", name);
 }
 
-/// Runs the planner called `name`; those that need a MILP solver run on the
-/// backend `solver` names (throws when none is compiled in).
+/// Runs the planner called `name` on a context the caller built (to share
+/// it between runs); those that need a MILP solver run on the backend
+/// `solver` names (throws when none is compiled in).
+template <class Graph>
+remat_result_of<Graph> plan_remat(std::string_view name, const remat_context<Graph>& ctx, const remat_options& opt,
+                                  std::string_view solver = {}) {
+    return find_remat_planner<Graph>(name).run(ctx, opt, solver);
+}
+
+/// The same on a graph: the context is built for the call (after the name is
+/// checked, and counted in the time limit).
 template <class Graph>
 remat_result_of<Graph> plan_remat(std::string_view name, const Graph& g, const remat_options& opt,
                                   std::string_view solver = {}) {
-    return find_remat_planner<Graph>(name).run(g, opt, solver);
+    const auto& e = find_remat_planner<Graph>(name);
+    return detail::with_context(g, opt, [&](const remat_context<Graph>& ctx, const remat_options& o) {
+        return e.run(ctx, o, solver);
+    });
+}
+
+template <class Graph, SolverLike S>
+remat_result_of<Graph> plan_remat_with(std::string_view name, const remat_context<Graph>& ctx,
+                                       const remat_options& opt, const S& solver) {
+    if (name == checkmate<S>::name) return checkmate<S>{{}, solver}.checked(ctx, opt);
+    if (name == auto_remat::name)
+        return basic_auto_remat<checkmate<S>>{{}, checkmate<S>{{}, solver}}.checked(ctx, opt);
+    return find_remat_planner<Graph>(name).run(ctx, opt, {});
 }
 
 template <class Graph, SolverLike S>
 remat_result_of<Graph> plan_remat_with(std::string_view name, const Graph& g, const remat_options& opt,
                                        const S& solver) {
-    if (name == checkmate<S>::name) return checkmate<S>{{}, solver}.plan(g, opt);
-    if (name == auto_remat::name) return basic_auto_remat<checkmate<S>>{{}, checkmate<S>{{}, solver}}.plan(g, opt);
-    const auto& e = find_remat_planner<Graph>(name);
-    return e.run(g, opt, {});
+    if (name != checkmate<S>::name && name != auto_remat::name) (void)find_remat_planner<Graph>(name);
+    return detail::with_context(g, opt, [&](const remat_context<Graph>& ctx, const remat_options& o) {
+        return plan_remat_with(name, ctx, o, solver);
+    });
 }
 
 } // namespace memplan

@@ -25,8 +25,8 @@ struct store_all : remat_planner<store_all> {
         const stopwatch watch;
         basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
         out.planner = std::string(name);
-        const auto s = ctx.schedule_of(ctx.keep_all());
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit.from_now().share(exact_share));
+        auto planned = tighten_within(ctx.graph(), ctx.store_all_placement(opt.alignment), opt.budget, opt.alignment,
+                                      opt.time_limit.from_now().share(exact_share));
         const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
         const auto arena = planned.plan.arena_bytes;
         detail::finish_remat_result(ctx, opt, std::move(planned), out); // kept for the figures even when over

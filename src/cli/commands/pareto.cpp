@@ -2,8 +2,8 @@
 #include "planners.hpp"
 
 #include <memplan/io/graph_json.hpp>
-#include <memplan/io/svg_plot.hpp>
 #include <memplan/io/pareto_csv.hpp>
+#include <memplan/io/svg_plot.hpp>
 #include <memplan/remat/pareto.hpp>
 
 #include <limits>
@@ -56,12 +56,13 @@ int run_pareto(const command& c, const std::vector<std::string>& args) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::size_t most_runs = po.max_bisection_steps + po.points; // after the store-all run
     std::size_t runs = 0;
-    const auto curve = memplan::pareto_sweep(g, [&](std::uint64_t budget) {
+    const memplan::remat_context<memplan::graph> ctx(g); // shared by every point's run
+    const auto curve = memplan::pareto_sweep(ctx, [&](std::uint64_t budget) {
         const std::size_t left = most_runs > runs ? most_runs - runs : 1;
         ++runs;
         auto o = opt.until(until.share(1.0 / static_cast<double>(left)));
         o.budget = budget;
-        return memplan::plan_remat(name, g, o, solver);
+        return memplan::plan_remat(name, ctx, o, solver);
     }, po);
     memplan::cli::clear_progress();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -3,9 +3,9 @@
 
 #include <memplan/io/graph_json.hpp>
 #include <memplan/io/plan_json.hpp>
+#include <memplan/plan/bounds.hpp>
 #include <memplan/remat/bound.hpp>
 #include <memplan/remat/budget.hpp>
-#include <memplan/plan/bounds.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -114,18 +114,21 @@ int run_plan_remat(const parsed_args& a) {
     const auto g = memplan::read_graph_json(a.positional[0]);
     if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
 
-    const auto base = store_all_checked(g, opt.until(until.share(store_all_share)));
+    // One context for store-all (what a budget in percent refers to), the
+    // planner (whose store-all member reuses that placement) and the bound.
+    const memplan::remat_context<memplan::graph> ctx(g);
+    const auto base = store_all_checked(ctx, opt.until(until.share(store_all_share)));
     opt.budget = budget_spec.of(base.arena());
     opt.on_progress = memplan::cli::remat_progress_printer();
     auto planner_opt = opt;
     planner_opt.time_limit = until.share(1 - bound_share);
-    auto r = memplan::plan_remat(name, g, planner_opt, solver);
+    auto r = memplan::plan_remat(name, ctx, planner_opt, solver);
     memplan::cli::clear_progress();
     if (!memplan::solver_backends().empty() && r.status != memplan::status::infeasible) {
         memplan::remat_bound_options bo;
         bo.deadline = until;
         memplan::with_solver<void>(bound_solver(solver),
-                                   [&](const auto& backend) { memplan::attach_cost_bound(g, r, backend, bo); });
+                                   [&](const auto& backend) { memplan::attach_cost_bound(ctx, r, backend, bo); });
     }
     const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
     reject_internal_error(g, r);
