@@ -2,20 +2,26 @@
 // every plan passes the validator and fits its budget, recomputation happens
 // only for forward ops, a budget below what any schedule needs is reported as
 // infeasible with the op that needs it, and on a graph whose keep-less
-// variants are free the planner uses them before recomputing.
+// variants are free the planner uses them before recomputing. The joint
+// planner's pieces on their own: undoing a move restores the choice exactly,
+// and its covering knapsack agrees with enumeration.
 #include "support/fixtures.hpp"
 #include "support/remat_graphs.hpp"
 
 #include <memplan/check/validator.hpp>
+#include <memplan/remat/detail/covering_knapsack.hpp>
 #include <memplan/remat/joint.hpp>
 #include <memplan/remat/portfolio.hpp>
 #include <memplan/remat/store_all.hpp>
+#include <memplan/zoo/random_layered.hpp>
 #include <memplan/zoo/zoo.hpp>
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 using namespace memplan;
 
@@ -258,4 +264,158 @@ TEST_CASE("remat.joint.exchange_solves_the_knapsack_at_the_peak") {
     const auto r = joint{}.plan(g, o);
     expect_valid_fit(g, r);
     CHECK(r.cost == doctest::Approx(search.evaluate(best, target).cost));
+}
+
+namespace {
+
+bool same_choice(const remat_choice<graph>& a, const remat_choice<graph>& b) {
+    return a.keep == b.keep && a.variant == b.variant && a.per_use == b.per_use && a.drop_after == b.drop_after &&
+           a.checkpoint == b.checkpoint;
+}
+
+/// Every move the planner can make at a choice: the moves at its peak and
+/// the moves polish() tries (keep again, once rather than per use, a
+/// variant back, a checkpoint).
+std::vector<detail::joint_move::scored<graph::id_type>>
+every_move(const remat_context<graph>& ctx, const detail::joint_neighbourhood<graph>& gen,
+           const remat_choice<graph>& c) {
+    namespace jm = detail::joint_move;
+    using id = graph::id_type;
+    const auto& g = ctx.graph();
+    const auto cur = detail::evaluate_choice(ctx, c, 0);
+    auto moves = gen.candidate_moves(c, cur);
+    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+        if (!c.keep[t]) moves.push_back({jm::keep_tensor<id>{static_cast<id>(t)}, 0});
+        if (c.is_per_use(t)) moves.push_back({jm::set_per_use<id>{static_cast<id>(t), false}, 0});
+    }
+    for (std::size_t o = 0; o < g.num_ops(); ++o)
+        for (std::size_t v = 0; v < g.op(static_cast<id>(o)).variants.size(); ++v)
+            if (v != c.variant[o])
+                moves.push_back({jm::set_variant<id>{static_cast<id>(o), static_cast<id>(v), c.variant[o]}, 0});
+    for (auto t : gen.checkpoint_candidates(c, cur)) moves.push_back({jm::set_checkpoint<id>{t, true}, 0});
+    return moves;
+}
+
+/// Walks at random through the choices the planner's moves reach; at each,
+/// applies every move (and random pairs) through a journal and checks that
+/// undoing restores the choice exactly. Returns the moves checked per kind.
+std::array<std::size_t, 7> check_undo_along_walks(const graph& g, std::mt19937_64& rng, int steps) {
+    const remat_context<graph> ctx(g);
+    const detail::joint_neighbourhood<graph> gen(ctx);
+    std::array<std::size_t, 7> kinds{};
+    auto c = ctx.keep_all();
+    for (int step = 0; step < steps; ++step) {
+        const auto moves = every_move(ctx, gen, c);
+        if (moves.empty()) break;
+        for (const auto& m : moves) {
+            const auto before = c;
+            detail::choice_journal<graph> j(c);
+            detail::joint_move::apply(j, ctx, m.move);
+            j.undo();
+            CHECK(same_choice(c, before));
+            ++kinds[m.move.index()];
+        }
+        std::uniform_int_distribution<std::size_t> pick(0, moves.size() - 1);
+        for (int pair = 0; pair < 8; ++pair) {
+            const auto before = c;
+            detail::choice_journal<graph> j(c);
+            detail::joint_move::apply(j, ctx, moves[pick(rng)].move);
+            detail::joint_move::apply(j, ctx, moves[pick(rng)].move);
+            j.undo();
+            CHECK(same_choice(c, before));
+        }
+        // One step of the walk: a random move, kept; the choice stays one
+        // the context schedules.
+        detail::choice_journal<graph> j(c);
+        detail::joint_move::apply(j, ctx, moves[pick(rng)].move);
+        j.keep();
+        CHECK_NOTHROW((void)ctx.schedule_of(c));
+    }
+    return kinds;
+}
+
+} // namespace
+
+TEST_CASE("remat.joint.undo_after_apply_restores_the_choice") {
+    std::mt19937_64 rng(11);
+    std::array<std::size_t, 7> total{};
+    auto add = [&](const std::array<std::size_t, 7>& k) {
+        for (std::size_t i = 0; i < k.size(); ++i) total[i] += k[i];
+    };
+    // Training graphs (drops, remakes from checkpoints, variants).
+    zoo_options zo;
+    zo.batch = 2;
+    zo.height = zo.width = 32;
+    add(check_undo_along_walks(zoo_graph("resnet18", zo), rng, 40));
+    zoo_options zt;
+    zt.batch = 1;
+    zt.seq = 16;
+    add(check_undo_along_walks(zoo_graph("gpt2", zt), rng, 20));
+    for (int round = 0; round < 6; ++round) add(check_undo_along_walks(testing::random_remat_graph(rng), rng, 30));
+    // Graphs without a backward part (cones, drops per use).
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) add(check_undo_along_walks(random_layered_dag(60, seed), rng, 40));
+    // Every kind of move was among those checked.
+    for (std::size_t i = 0; i < total.size(); ++i) {
+        INFO("move kind " << i);
+        CHECK(total[i] > 0);
+    }
+}
+
+TEST_CASE("remat.joint.covering_knapsack_against_enumeration") {
+    std::mt19937_64 rng(5);
+    std::uniform_int_distribution<std::uint64_t> weight(0, 40);
+    std::uniform_int_distribution<int> value(0, 100);
+    std::size_t exact = 0, infeasible = 0;
+    for (int round = 0; round < 400; ++round) {
+        const std::size_t n = 1 + round % 12;
+        std::vector<detail::cover_item> items(n);
+        std::uint64_t sum = 0;
+        for (auto& it : items) {
+            it.weight = weight(rng) * (round % 3 == 0 ? 8 : 1); // a common divisor, sometimes
+            it.value = value(rng);
+            sum += it.weight;
+        }
+        const std::uint64_t need = std::uniform_int_distribution<std::uint64_t>(0, sum + 5)(rng);
+        // The optimum by enumeration.
+        double best = -1;
+        for (std::uint32_t set = 0; set < (1u << n); ++set) {
+            std::uint64_t w = 0;
+            double v = 0;
+            for (std::size_t i = 0; i < n; ++i)
+                if (set >> i & 1) {
+                    w += items[i].weight;
+                    v += items[i].value;
+                }
+            if (w >= need && (best < 0 || v < best)) best = v;
+        }
+        auto value_of = [&](const std::vector<char>& take) {
+            std::uint64_t w = 0;
+            double v = 0;
+            for (std::size_t i = 0; i < n; ++i)
+                if (take[i]) {
+                    w += items[i].weight;
+                    v += items[i].value;
+                }
+            CHECK(w >= need); // every answer covers
+            return v;
+        };
+        INFO("round " << round << ", " << n << " items, need " << need);
+        // A core as large as the items and an exact table: the optimum.
+        const auto full = detail::cheapest_cover(items, need, n, std::uint64_t{1} << 20);
+        if (best < 0) {
+            CHECK_FALSE(full.has_value());
+            ++infeasible;
+        } else {
+            REQUIRE(full.has_value());
+            CHECK(value_of(*full) == best);
+            ++exact;
+        }
+        // A small core and a coarse table: still a cover, never below the optimum.
+        if (const auto rough = detail::cheapest_cover(items, need, 1, 16)) {
+            REQUIRE(best >= 0);
+            CHECK(value_of(*rough) >= best);
+        }
+    }
+    CHECK(exact > 100);
+    CHECK(infeasible > 5);
 }
