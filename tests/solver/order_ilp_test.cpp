@@ -94,7 +94,7 @@ TEST_CASE_TEMPLATE("order.ilp.time_limit_leaves_a_feasible_order", S, glpk_solve
 
     windowed<S> w;
     w.time_limit = 1;
-    w.window_time_limit_seconds = 0.3;
+    w.window_seconds = 0.3;
     const auto q = w.order(g);
     INFO(q.message);
     check_result(g, q);

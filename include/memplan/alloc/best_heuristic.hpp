@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <string_view>
@@ -36,7 +35,7 @@ struct best_heuristic {
     /// Status `error` only when every pass overflows `Size`.
     template <class Size>
     basic_alloc_result<Size> place(const basic_alloc_problem<Size>& p) const {
-        const auto t0 = std::chrono::steady_clock::now();
+        const stopwatch watch;
         validate(p);
         const Size lb = lower_bound(p);
         const auto skeleton = detail::make_interval_tree(p);
@@ -144,7 +143,7 @@ struct best_heuristic {
             best = detail::overflow_result(p);
             best.bound = lb;
         }
-        best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best.seconds = watch.seconds();
         return best;
     }
 

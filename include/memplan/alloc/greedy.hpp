@@ -11,10 +11,10 @@
 
 #include <memplan/alloc/detail/interval_tree.hpp>
 #include <memplan/alloc/problem.hpp>
+#include <memplan/core/deadline.hpp>
 #include <memplan/core/detail/checked.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <limits>
@@ -135,7 +135,7 @@ basic_alloc_result<Size> overflow_result(const basic_alloc_problem<Size>& p) {
 /// `Size`, which yields status `error`.
 template <class Size, class Fill>
 basic_alloc_result<Size> run_pass(const basic_alloc_problem<Size>& p, Fill&& fill) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const stopwatch watch;
     validate(p);
     const Size lb = lower_bound(p);
     basic_alloc_result<Size> r;
@@ -146,7 +146,7 @@ basic_alloc_result<Size> run_pass(const basic_alloc_problem<Size>& p, Fill&& fil
         r = overflow_result(p);
         r.bound = lb;
     }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.seconds = watch.seconds();
     return r;
 }
 

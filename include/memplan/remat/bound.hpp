@@ -60,7 +60,6 @@
 #include <memplan/solver/solver.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -226,13 +225,13 @@ void solve_bound_lp(const milp_model& model, const S& solver, const remat_bound_
 template <class Graph, SolverLike S>
 remat_cost_bound cost_lower_bound(const remat_context<Graph>& ctx, std::uint64_t budget, const S& solver,
                                   const remat_bound_options& opt = {}) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const stopwatch watch;
     const Graph& g = ctx.graph();
     remat_cost_bound out;
     out.fastest_cost = ctx.fastest_cost();
     out.cost = out.fastest_cost;
     auto done = [&] {
-        out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        out.seconds = watch.seconds();
         return out;
     };
     if (budget < ctx.min_memory().first) {

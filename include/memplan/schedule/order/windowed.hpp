@@ -32,7 +32,7 @@ struct windowed {
     std::size_t window = 24;                ///< steps per window (>= 2)
     std::size_t stride = 0;                 ///< steps between window starts; 0: window / 2
     memplan::time_limit time_limit = 10.0;  ///< the whole call: seconds from its start, or a deadline
-    double window_time_limit_seconds = 2;   ///< one window's solve
+    double window_seconds = 2;              ///< seconds for one window's solve (within time_limit)
     double gap = 1e-4;                      ///< stop once the peak is within this fraction of the bound
     std::size_t max_passes = 8;
     greedy_order start{};
@@ -97,7 +97,7 @@ struct windowed {
                                                        static_cast<std::size_t>(-1), why);
                     if (om) {
                         solve_options o;
-                        o.time_limit = {until, window_time_limit_seconds};
+                        o.time_limit = {until, window_seconds};
                         const milp_result mr = solver.solve(om->model, o);
                         ++solved;
                         if (has_solution(mr.status)) {
