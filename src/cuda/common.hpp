@@ -148,6 +148,12 @@ void run(context& x, const nn::embedding& l, const kernel_call& c);             
 void run(context& x, const nn::position_embedding& l, const kernel_call& c);      // embedding.cpp
 void run(context& x, const nn::attention& l, const kernel_call& c);               // attention.cpp
 void run(context& x, const nn::softmax_cross_entropy& l, const kernel_call& c);   // loss.cpp
+/// A layer kind without a CUDA kernel (the zoo decoder's RMSNorm, rotary,
+/// SwiGLU and fused attention): an error naming the op.
+template <class Layer>
+void run(context&, const Layer&, const kernel_call& c) {
+    fail(c, "the CUDA engine has no kernel for layer kind '" + std::string(Layer::kind) + "'");
+}
 void run_grad_acc(context& x, const kernel_call& c);                              // optimizer.cpp
 void run_update(context& x, const kernel_call& c);                                // optimizer.cpp
 

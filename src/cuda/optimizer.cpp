@@ -1,5 +1,5 @@
 // The CUDA kernels of the training graph's own ops: gradient accumulation
-// and the optimizer updates (SGD, SGD with momentum, Adam).
+// and the optimizer updates (SGD, SGD with momentum, Adam, AdamW).
 #include "common.hpp"
 
 #include <cmath>
@@ -23,8 +23,13 @@ void run_update(context& x, const kernel_call& c) {
         if (c.inputs.size() < 3) fail(c, "SGD with momentum needs a momentum buffer");
         kernels::sgd_momentum(x.stream, fp(c.inputs[0]), fp(c.inputs[1]), fp(c.inputs[2]), n, o.lr, o.momentum);
         break;
-    case optimizer::adam: {
-        if (c.inputs.size() < 4) fail(c, "Adam needs its two moment buffers");
+    case optimizer::adam:
+    case optimizer::adamw: {
+        if (c.inputs.size() != 4) fail(c, "Adam needs its two moment buffers (and this engine keeps no master copy)");
+        if (o.kind == optimizer::adamw) {
+            const float keep = 1.0f - o.lr * o.weight_decay;
+            MEMPLAN_CUDA_CHECK(cublasSscal(x.blas, static_cast<int>(n), &keep, fp(c.inputs[0]), 1));
+        }
         const double t = double(c.iteration);
         kernels::adam(x.stream, fp(c.inputs[0]), fp(c.inputs[1]), fp(c.inputs[2]), fp(c.inputs[3]), n, o.lr, o.beta1,
                       o.beta2, o.eps, static_cast<float>(1.0 - std::pow(double(o.beta1), t)),

@@ -191,7 +191,7 @@ void check_against_naive(const setup& s, const plan& p, const trained& naive, in
     }
 }
 
-/// Every check of the issue on one example network.
+/// Every check of a planned step on one example network.
 model_figures check_model(const setup& s, int steps) {
     model_figures f;
     const auto naive = train(s, nullptr, steps, false);

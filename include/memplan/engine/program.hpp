@@ -34,13 +34,14 @@ struct tensor_ref {
     }
 };
 
-/// Hyper-parameters of the update ops (PyTorch's defaults for Adam; the
-/// issue's lr 0.01 and momentum 0.9 for SGD).
+/// Hyper-parameters of the update ops (PyTorch's defaults for Adam and
+/// AdamW; lr 0.01 and momentum 0.9 for SGD).
 struct optimizer_config {
     memplan::optimizer kind = memplan::optimizer::sgd_momentum;
     float lr = 0.01f;
     float momentum = 0.9f;
     float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    float weight_decay = 0.01f; ///< AdamW's decoupled decay: w *= 1 - lr * weight_decay before the step
 };
 
 /// One step of a plan, resolved to memory.

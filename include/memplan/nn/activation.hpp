@@ -6,7 +6,9 @@
 // place without keeping anything else. When the backward does not read the
 // input, the forward may overwrite its input. By default (`choice`) the
 // backward has both the output and the mask variant and a planner picks.
-// GELU's backward needs its input.
+// GELU's backward needs its input. SwiGLU (Shazeer 2020; Llama's MLP) is
+// silu(gate) * up in one fused op, as Megatron-Core and torch.compile run it:
+// its backward reads both inputs, and no silu(gate) tensor exists.
 #pragma once
 
 #include <memplan/nn/norm.hpp>
@@ -90,6 +92,35 @@ struct gelu {
                                10 * n, 0, {}, {}});
         ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise, {slot::input(0), slot::grad_output()},
                                 {slot::grad_input(0)}, 20 * n, 0, {}, {{slot::grad_output(), slot::grad_input(0)}}});
+        return ops;
+    }
+};
+
+/// SwiGLU: silu(gate) * up, with gate and up the two inputs of one shape.
+struct swiglu {
+    static constexpr std::string_view kind = "swiglu";
+
+    tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
+        detail::expect_inputs(in.size(), 2, name, kind);
+        detail::expect_floating(in[0], 0, 0, "a tensor", name, kind);
+        detail::expect_floating(in[1], 1, 0, "a tensor", name, kind);
+        if (in[0].shape != in[1].shape)
+            shape_error(name, kind, "gate " + in[0].shape.to_string() + " and up " + in[1].shape.to_string() +
+                                        " differ in shape");
+        return in[0];
+    }
+
+    std::vector<param_spec> params(std::span<const tensor_info>) const { return {}; }
+
+    layer_ops lower(const lower_context& c) const {
+        const double n = double(c.output.shape.numel());
+        layer_ops ops;
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0), slot::input(1)},
+                               {slot::output()}, 6 * n, 0, {}, {}});
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise,
+                                {slot::input(0), slot::input(1), slot::grad_output()},
+                                {slot::grad_input(0), slot::grad_input(1)}, 12 * n, 0, {},
+                                {{slot::grad_output(), slot::grad_input(0)}}});
         return ops;
     }
 };

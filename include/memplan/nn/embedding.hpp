@@ -1,7 +1,12 @@
 // Embedding tables: token embedding (ids -> vectors) and learned position
 // embedding (adds row s of its table to position s of every sequence, as
 // GPT-2's wpe). Token ids are not differentiable; the table's gradient is a
-// scatter-add of the incoming gradient.
+// scatter-add of the incoming gradient. Rotary position embedding (Su et al.
+// 2021; Llama's RoPE) rotates each pair of a head's features by an angle of
+// its position: no parameters, and its backward (the inverse rotation of the
+// incoming gradient) reads nothing of the forward. Its cos/sin tables
+// (positions x head width, made each step) are not modelled: at Llama-3-8B's
+// shape they are 2 MiB beside gigabytes of activations.
 #pragma once
 
 #include <memplan/nn/op_spec.hpp>
@@ -76,6 +81,35 @@ struct position_embedding {
         ops.backward.push_back({op_pass::bwd_weight, phase::backward, compute_kind::other, {slot::grad_output()},
                                 {slot::grad_param(0)}, n, 0, {}, {}});
         ops.passthrough = {true};
+        return ops;
+    }
+};
+
+/// (N, S, heads * head_dim) -> same shape, each head's feature pairs rotated.
+struct rotary {
+    static constexpr std::string_view kind = "rotary";
+    std::uint64_t head_dim = 0; ///< width of one head; even
+
+    tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
+        detail::expect_inputs(in.size(), 1, name, kind);
+        detail::expect_floating(in[0], 0, 3, "(N, S, heads * head_dim)", name, kind);
+        if (head_dim == 0 || head_dim % 2)
+            shape_error(name, kind, "head width " + std::to_string(head_dim) + " must be even and positive");
+        if (in[0].shape[2] % head_dim)
+            shape_error(name, kind, "input shape " + in[0].shape.to_string() + " is not a whole number of heads of " +
+                                        std::to_string(head_dim));
+        return in[0];
+    }
+
+    std::vector<param_spec> params(std::span<const tensor_info>) const { return {}; }
+
+    layer_ops lower(const lower_context& c) const {
+        const double n = double(c.output.shape.numel());
+        layer_ops ops;
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0)}, {slot::output()},
+                               3 * n, 0, {}, {{slot::input(0), slot::output()}}});
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise, {slot::grad_output()},
+                                {slot::grad_input(0)}, 3 * n, 0, {}, {{slot::grad_output(), slot::grad_input(0)}}});
         return ops;
     }
 };

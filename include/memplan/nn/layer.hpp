@@ -36,9 +36,9 @@ concept LayerLike = std::copyable<L> && requires(const L& l, std::span<const ten
     { l.lower(ctx) } -> std::same_as<layer_ops>;
 };
 
-using layer = std::variant<conv2d, conv_transpose2d, linear, batch_norm, layer_norm, relu, gelu, max_pool2d,
-                           avg_pool2d, adaptive_avg_pool2d, global_avg_pool, add, concat, dropout, flatten, embedding,
-                           position_embedding, attention, softmax_cross_entropy>;
+using layer = std::variant<conv2d, conv_transpose2d, linear, batch_norm, layer_norm, rms_norm, relu, gelu, swiglu,
+                           max_pool2d, avg_pool2d, adaptive_avg_pool2d, global_avg_pool, add, concat, dropout, flatten,
+                           embedding, position_embedding, rotary, attention, flash_attention, softmax_cross_entropy>;
 
 namespace detail {
 template <class V>

@@ -1,8 +1,10 @@
-// Normalisation layers: batch-norm over (N, C, ...) and layer-norm over the
-// last axis.
+// Normalisation layers: batch-norm over (N, C, ...), layer-norm and RMSNorm
+// over the last axis.
 //
-// Both save their per-group mean and inverse standard deviation (fp32, as
-// cuDNN does) for the backward pass. Batch-norm's backward can start from its
+// Batch- and layer-norm save their per-group mean and inverse standard
+// deviation (fp32, as cuDNN does) for the backward pass; RMSNorm (Zhang and
+// Sennrich 2019; Llama's normalisation) saves only the inverse root mean
+// square of each row, as fused RMSNorm kernels do. Batch-norm's backward can start from its
 // input (the usual choice) or from its output (MONeT, ICLR 2021: with the
 // saved statistics, gamma and beta the normalised input can be recovered from
 // y, so x need not be kept; gamma must not be zero).
@@ -117,6 +119,41 @@ struct layer_norm {
         ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise,
                                 {slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)},
                                 {slot::grad_input(0), slot::grad_param(0), slot::grad_param(1)}, 12 * n, 0, {}, {}});
+        return ops;
+    }
+};
+
+/// y = x / sqrt(mean(x^2) + eps) * gamma over the last axis; no shift.
+struct rms_norm {
+    static constexpr std::string_view kind = "rms_norm";
+    std::uint64_t features = 0; ///< size of the last axis
+    double eps = 1e-5;
+
+    /// (..., features) -> same shape.
+    tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
+        detail::expect_inputs(in.size(), 1, name, kind);
+        detail::expect_floating(in[0], 0, 0, "(..., features)", name, kind);
+        if (in[0].shape.back() != features)
+            shape_error(name, kind, "input shape " + in[0].shape.to_string() + " has " +
+                                        std::to_string(in[0].shape.back()) + " features but the layer expects " +
+                                        std::to_string(features));
+        return in[0];
+    }
+
+    std::vector<param_spec> params(std::span<const tensor_info>) const {
+        return {{param_role::gamma, shape{features}, true}};
+    }
+
+    layer_ops lower(const lower_context& c) const {
+        const double n = double(c.output.shape.numel());
+        const std::uint64_t rows = c.output.shape.numel() / (features ? features : 1);
+        layer_ops ops;
+        ops.internals.push_back({"rstd", {shape{rows}, element::f32}});
+        ops.forward.push_back({op_pass::fwd, phase::forward, compute_kind::pointwise, {slot::input(0), slot::param(0)},
+                               {slot::output(), slot::internal(0)}, 4 * n, 0, {}, {}});
+        ops.backward.push_back({op_pass::bwd, phase::backward, compute_kind::pointwise,
+                                {slot::input(0), slot::grad_output(), slot::param(0), slot::internal(0)},
+                                {slot::grad_input(0), slot::grad_param(0)}, 8 * n, 0, {}, {}});
         return ops;
     }
 };

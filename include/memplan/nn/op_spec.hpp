@@ -208,6 +208,9 @@ struct op_spec {
     std::uint64_t workspace_values = 0; ///< used when there are no variants
     std::vector<impl_spec> variants;     ///< the first is the default
     std::vector<std::pair<slot, slot>> inplace; ///< (input, output) that may share a buffer
+    /// Scratch that is fp32 whatever the training type (accumulators of a
+    /// fused kernel), in values; added to `workspace_values`'s bytes.
+    std::uint64_t workspace_f32_values = 0;
 
     /// "fwd", "bwd_data", "softmax", ...: the op's name within its layer.
     std::string suffix() const { return std::string(to_string(pass)); }

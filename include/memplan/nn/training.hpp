@@ -34,6 +34,7 @@ enum class optimizer : std::uint8_t {
     sgd,          ///< no state
     sgd_momentum, ///< one momentum buffer per parameter
     adam,         ///< first and second moments per parameter
+    adamw,        ///< Adam with decoupled weight decay (Loshchilov and Hutter 2019): the same state
 };
 
 constexpr std::string_view to_string(optimizer o) noexcept {
@@ -41,22 +42,31 @@ constexpr std::string_view to_string(optimizer o) noexcept {
     case optimizer::sgd: return "sgd";
     case optimizer::sgd_momentum: return "sgd_momentum";
     case optimizer::adam: return "adam";
+    case optimizer::adamw: return "adamw";
     }
     return "sgd_momentum";
 }
 
 /// Accepts "sgd_momentum" and the command line's "sgd" as SGD with momentum,
-/// "sgd_plain" for SGD without state, and "adam".
+/// "sgd_plain" for SGD without state, "adam" and "adamw".
 constexpr std::optional<optimizer> parse_optimizer(std::string_view s) noexcept {
     if (s == "sgd" || s == "sgd_momentum") return optimizer::sgd_momentum;
     if (s == "sgd_plain") return optimizer::sgd;
     if (s == "adam") return optimizer::adam;
+    if (s == "adamw") return optimizer::adamw;
     return std::nullopt;
 }
 
 struct training_options {
     optimizer opt = optimizer::sgd_momentum;
     nn::dtype dt = nn::dtype::fp32;
+    /// Mixed precision as it is trained (Micikevicius et al. 2018): with a
+    /// half-precision `dt`, weights, activations and gradients are `dt`, and
+    /// each trained parameter also has an fp32 master copy; the optimizer
+    /// state is then fp32 too. With Adam that is 2 + 2 + 12 bytes per
+    /// parameter (ZeRO's accounting, Rajbhandari et al. 2020). No effect with
+    /// fp32.
+    bool master_weights = false;
     nn::device_profile device = nn::v100; ///< the roofline's device when `cost` is empty
     /// How ops are priced; empty: `cost::roofline{device}`. A `measured`
     /// model also sets workspaces to the measured ones and drops variants
@@ -71,7 +81,8 @@ struct training_options {
 /// gradient nobody needs), a gradient accumulation (inputs: the running sum
 /// and the new contribution; output: the sum, possibly in place), or the
 /// optimizer update of a parameter (inputs: the parameter, its gradient, then
-/// the optimizer state in the order momentum / adam_m, adam_v).
+/// the optimizer state in the order momentum / adam_m, adam_v, then the fp32
+/// master copy when the options keep one).
 enum class op_origin_kind : std::uint8_t { layer, grad_acc, update };
 
 struct op_origin {
@@ -317,7 +328,7 @@ private:
         }
         const std::uint64_t elem = nn::size_of(opt_.dt);
         const auto* meas = model_.as_measured();
-        o.workspace = spec.workspace_values * elem;
+        o.workspace = spec.workspace_values * elem + spec.workspace_f32_values * 4;
         if (spec.variants.empty()) {
             o.cost = cost(o.name, {}, spec.kind, spec.flops, o.inputs, o.outputs);
             if (meas) o.workspace = meas->workspace(o.name);
@@ -375,7 +386,9 @@ private:
 
     void emit_update(std::size_t p) {
         const auto& param = net_.parameters()[p];
-        const nn::tensor_info info{param.shape, nn::element::floating};
+        const bool master = opt_.master_weights && opt_.dt != nn::dtype::fp32;
+        // The state is fp32 beside half-precision weights when a master copy is kept.
+        const nn::tensor_info info{param.shape, master ? nn::element::f32 : nn::element::floating};
         op o;
         o.name = param.name + ".update";
         o.phase = phase::update;
@@ -388,10 +401,15 @@ private:
             flops_per_value = 4;
             break;
         case optimizer::adam:
+        case optimizer::adamw:
             o.inputs.push_back(new_tensor(param.name + ".adam_m", info, true));
             o.inputs.push_back(new_tensor(param.name + ".adam_v", info, true));
-            flops_per_value = 12;
+            flops_per_value = opt_.opt == optimizer::adamw ? 14 : 12;
             break;
+        }
+        if (master) { // the update runs on the master copy and writes the weight back in `dt`
+            o.inputs.push_back(new_tensor(param.name + ".master", info, true));
+            flops_per_value += 2;
         }
         // Reads everything, writes back the weight and the state (not the gradient).
         std::vector<graph::id_type> written(o.inputs.begin(), o.inputs.end());

@@ -30,6 +30,13 @@
 
 namespace memplan::engine::cpu {
 
+/// A layer kind without a CPU kernel (the decoder layers of the zoo's
+/// `llama`, which are planned, not run, here): an error naming the op.
+template <class Layer>
+void run(const Layer&, const kernel_call& c) {
+    fail(c, "the CPU engine has no kernel for layer kind '" + std::string(Layer::kind) + "'");
+}
+
 class backend {
 public:
     static constexpr std::size_t alignment = 256;

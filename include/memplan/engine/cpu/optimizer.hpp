@@ -1,7 +1,8 @@
 // CPU kernels of the ops the training-graph derivation adds: gradient
 // accumulation (a sum that may overwrite its first operand) and the optimizer
 // updates, which write the parameter and its state in place: SGD, SGD with
-// momentum (PyTorch's form v = mu v + g, w -= lr v) and Adam (bias-corrected).
+// momentum (PyTorch's form v = mu v + g, w -= lr v), Adam (bias-corrected) and
+// AdamW (Adam after PyTorch's decoupled decay w *= 1 - lr * weight_decay).
 #pragma once
 
 #include <memplan/engine/cpu/common.hpp>
@@ -34,8 +35,10 @@ inline void run_update(const kernel_call& c) {
         w -= o.lr * v;
         break;
     }
-    case optimizer::adam: {
-        if (c.inputs.size() < 4) fail(c, "Adam needs its two moment buffers");
+    case optimizer::adam:
+    case optimizer::adamw: {
+        if (c.inputs.size() != 4) fail(c, "Adam needs its two moment buffers (and this engine keeps no master copy)");
+        if (o.kind == optimizer::adamw) w *= 1.0f - o.lr * o.weight_decay;
         float* m = fp(c.inputs[2]);
         float* v = fp(c.inputs[3]);
         const double t = double(c.iteration);
