@@ -1,6 +1,7 @@
 // memplan stats: tensors, ops, total bytes and the lower bounds of a graph.
 #include "common.hpp"
 
+#include <memplan/graph/census.hpp>
 #include <memplan/io/graph_json.hpp>
 #include <memplan/plan/bounds.hpp>
 
@@ -36,6 +37,7 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
         for (const auto& v : o.variants) max_workspace = std::max(max_workspace, v.workspace);
     }
     const std::uint64_t lb_any = memplan::schedule_free_lower_bound(g);
+    const auto roles = memplan::census(g);
     if (a->has("--json")) {
         nlohmann::json j{{"graph", g.name()},
                          {"ops", g.num_ops()},
@@ -49,6 +51,10 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
                          {"total_bytes", total},
                          {"persistent_bytes", persistent},
                          {"largest_workspace", max_workspace},
+                         {"weight_bytes", roles.weights},
+                         {"optimizer_state_bytes", roles.optimizer_state},
+                         {"saved_activation_bytes", roles.saved},
+                         {"weight_gradient_bytes", roles.weight_gradients},
                          {"lb_any", lb_any}};
         if (g.num_ops() > 0) j["lb_default"] = memplan::schedule_lower_bound(g, memplan::default_schedule(g));
         std::cout << j.dump(2) << "\n";
@@ -61,6 +67,10 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
               << ", other graph inputs " << n_inputs << ", outputs " << g.outputs().size() << ")\n"
               << "total tensor bytes:         " << bytes_both(total) << "\n"
               << "persistent bytes:           " << bytes_both(persistent) << "\n"
+              << "  weights:                  " << bytes_both(roles.weights) << "\n"
+              << "  optimizer state:          " << bytes_both(roles.optimizer_state) << "\n"
+              << "saved for backward:         " << bytes_both(roles.saved) << "\n"
+              << "weight gradients:           " << bytes_both(roles.weight_gradients) << "\n"
               << "largest workspace:          " << bytes_both(max_workspace) << "\n";
     if (g.num_ops() > 0)
         std::cout << "LB, default schedule:       "
@@ -74,8 +84,12 @@ int run_stats(const command& c, const std::vector<std::string>& args) {
 const command stats_command{
     "stats", "memplan stats GRAPH.json [--json]", "Tensors, ops, total bytes and the lower bounds of a graph.",
     "The lower bound of the default schedule is the largest live bytes over its steps; the schedule-free\n"
-    "bound is the largest single op (inputs, outputs, workspace, persistent tensors).\n"
-    "  --json   the figures as one JSON object (bytes; lb_default, lb_any: the two bounds)\n",
+    "bound is the largest single op (inputs, outputs, workspace, persistent tensors). Weights are the\n"
+    "persistent tensors a forward op reads, optimizer state those only updates read; saved for backward\n"
+    "are tensors a forward op writes and a backward op reads; weight gradients those a backward op\n"
+    "writes and an update reads (graph/census.hpp).\n"
+    "  --json   the figures as one JSON object (bytes; lb_default, lb_any: the two bounds; weight_bytes,\n"
+    "           optimizer_state_bytes, saved_activation_bytes, weight_gradient_bytes)\n",
     run_stats};
 
 } // namespace memplan::cli
