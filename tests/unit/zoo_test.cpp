@@ -40,7 +40,8 @@ TEST_CASE("zoo.parameter_counts_match_the_published_architectures") {
 }
 
 TEST_CASE("zoo.default_sizes_and_shapes") {
-    CHECK(zoo_names().size() == 8);
+    CHECK(zoo_names().size() == 9);
+    CHECK(zoo_default("llama").seq == 4096);
     CHECK(zoo_default("resnet50").batch == 184);
     CHECK(zoo_default("googlenet").batch == 320);
     CHECK(zoo_default("unet").batch == 11);
@@ -94,6 +95,8 @@ TEST_CASE("zoo.every_training_graph_validates") {
         o.batch = 2;
         o.seq = 128;
         o.opt = optimizer::adam;
+        o.dt = nn::dtype::fp32; // llama's default is bf16 with fp32 master weights (zoo_llama_test.cpp)
+        if (name == "llama") o.preset = "tiny";
         const graph g = zoo_graph(name, o);
         validate(g);
         const auto net = zoo_network(name, o);
