@@ -30,6 +30,7 @@
 // Rematerialization under a budget (the Checkmate MILP takes any SolverLike)
 #include <memplan/remat/bound.hpp>
 #include <memplan/remat/pareto.hpp>
+#include <memplan/remat/policy.hpp>
 #include <memplan/remat/select.hpp>
 
 // Plans, bounds, allocation

@@ -6,6 +6,7 @@
 #include <memplan/plan/bounds.hpp>
 #include <memplan/remat/bound.hpp>
 #include <memplan/remat/budget.hpp>
+#include <memplan/remat/policy.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -104,8 +105,14 @@ int run_plan_remat(const parsed_args& a) {
             throw memplan::error("cli", std::string("option ") + key +
                                             " cannot be combined with --budget (rematerialization planners order and "
                                             "place the buffers themselves)");
-    const auto budget_spec = memplan::parse_budget("option --budget", a.required("--budget"));
-    const auto name = remat_option_value(a); // checks --remat and --solver
+    const auto policy = a.value("--policy");
+    if (policy && a.has("--remat"))
+        throw memplan::error("cli", "give --policy (a hand-written policy's plan) or --remat (a planner), not both");
+    const auto budget_spec = a.has("--budget") ? memplan::parse_budget("option --budget", a.required("--budget"))
+                                               : memplan::parse_budget("option --budget", "100%");
+    memplan::policy_planner by_policy;
+    if (policy) by_policy.policy = memplan::parse_recompute_policy(*policy);
+    const auto name = policy ? std::string("policy") : remat_option_value(a); // checks --remat and --solver
     const auto solver = a.value_or("--solver", "");
     memplan::remat_options opt;
     opt.alignment = a.integer_or("--alignment", default_alignment, 1);
@@ -118,11 +125,15 @@ int run_plan_remat(const parsed_args& a) {
     // planner (whose store-all member reuses that placement) and the bound.
     const memplan::remat_context<memplan::graph> ctx(g);
     const auto base = store_all_checked(ctx, opt.until(until.share(store_all_share)));
-    opt.budget = budget_spec.of(base.arena());
+    opt.budget = policy && !a.has("--budget") ? std::numeric_limits<std::uint64_t>::max() : budget_spec.of(base.arena());
     opt.on_progress = memplan::cli::remat_progress_printer();
     auto planner_opt = opt;
     planner_opt.time_limit = until.share(1 - bound_share);
-    auto r = memplan::plan_remat(name, ctx, planner_opt, solver);
+    auto r = policy ? by_policy.checked(ctx, planner_opt) : memplan::plan_remat(name, ctx, planner_opt, solver);
+    if (policy && !a.has("--budget")) { // the report's budget: what the policy needs
+        opt.budget = r.arena();
+        r.budget = r.size;
+    }
     memplan::cli::clear_progress();
     if (!memplan::solver_backends().empty() && r.status != memplan::status::infeasible) {
         memplan::remat_bound_options bo;
@@ -155,10 +166,10 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
                                   time_limit_option, gap_option, order_option, {{"--budget"}, true}, remat_option,
-                                  json_option});
+                                  {{"--policy"}, true}, json_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
-    if (a->has("--budget")) return run_plan_remat(*a);
+    if (a->has("--budget") || a->has("--policy")) return run_plan_remat(*a);
     if (a->has("--remat")) throw memplan::error("cli", "option --remat needs --budget");
     const auto allocator = allocator_option(*a);
     const auto order = order_option_value(*a);
@@ -209,7 +220,7 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
 const command plan_command{
     "plan",
     "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
-    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]] [--json]",
+    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]] [--policy NAME] [--json]",
     "Orders the ops, places every buffer in one arena, and checks the plan.",
     "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
     "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
@@ -232,6 +243,12 @@ const command plan_command{
     "                          cost - 1. A budget below what any schedule needs exits 4 with the\n"
     "                          reason; no plan found in the time limit exits 1\n"
     "  --remat NAME            rematerialization planner for --budget (default auto; listed below)\n"
+    "  --policy NAME           the plan a hand-written recomputation policy makes on a transformer's\n"
+    "                          graph (blocks named model.layers.<i>.*, as memplan zoo llama's): none,\n"
+    "                          full, full:K (K blocks per checkpoint), selective (Megatron's core_attn),\n"
+    "                          op-sac (torchtitan's per-op selective AC), or Megatron modules\n"
+    "                          core_attn,mlp,layernorm (any of them); priced and checked like a\n"
+    "                          planner's. With --budget it says whether the policy fits\n"
     "  --json                  the report as one JSON object on stdout (the figures in bytes and\n"
     "                          seconds, overheads as fractions); errors stay on stderr\n"
     "Long searches print their progress on stderr when it is a terminal.\n",
