@@ -32,6 +32,12 @@
 // it drops one tensor at a time by bytes per added cost, which can pass
 // over a pair of tensors that are cheap to remake only together.
 //
+// On a transformer's graph (ops named model.layers.<i>.*) the descents start
+// first from the plans of the hand-written policies practitioners use
+// (remat/policy.hpp: full, full:k, selective, op-sac, Megatron's modules):
+// the cheapest that fits is the plan to beat, and polishing it re-keeps
+// what the budget does not need dropped.
+//
 // On a graph without a backward part the moves include cones: a tensor live
 // across the peak ends its first life with its last reader before it and is
 // made again later from a frontier of ancestors dropped the same way
@@ -50,6 +56,7 @@
 
 #include <memplan/core/deadline.hpp>
 #include <memplan/remat/detail/joint_search.hpp>
+#include <memplan/remat/policy.hpp>
 #include <memplan/remat/recompute.hpp>
 #include <memplan/remat/remat.hpp>
 
@@ -69,6 +76,10 @@ struct joint : remat_planner<joint> {
     double cost_exponent = 1.0;       ///< a move's worth: bytes removed / (cost added)^exponent
     bool lean_start = true;           ///< start from the variants that read least (else the fastest)
     bool cut_start = true;            ///< also start from minimum cuts (training graphs; remat/detail/cut_start.hpp)
+    /// On a transformer's graph (remat/policy.hpp), also start from the plans
+    /// of the hand-written policies practitioners use, so that no such policy
+    /// that fits the budget is cheaper than the result.
+    bool policy_start = true;
     double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
     /// The exact placement of a descent's plan that misses the budget: this
     /// share of the time left, at most this many seconds.
@@ -139,6 +150,19 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         for (const auto& base : starts)
             for (auto& c : search.cut_starts(base, budget)) cuts.push_back(std::move(c));
         starts.insert(starts.begin(), cuts.begin(), cuts.end());
+    }
+    // Before those, the practitioners' policies: placed as they are (the one
+    // that fits cheapest is the plan to beat), then polished or descended
+    // like any start.
+    if (policy_start && has_blocks(g)) {
+        std::vector<remat_choice<Graph>> policies;
+        for (const auto& p : standard_recompute_policies()) {
+            auto c = policy_choice(ctx, p);
+            auto planned = place_within(g, ctx.schedule_of(c), opt.budget, opt.alignment, memplan::deadline::passed());
+            if (consider(planned)) best_choice = c;
+            policies.push_back(std::move(c));
+        }
+        starts.insert(starts.begin(), policies.begin(), policies.end());
     }
     for (auto& c : starts) {
         size_type target = budget;
