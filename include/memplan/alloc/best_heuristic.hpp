@@ -27,8 +27,8 @@ namespace memplan {
 struct best_heuristic {
     static constexpr std::string_view name = "best_heuristic";
 
-    /// No pass starts after it, except the first (each pass is linear-ish
-    /// and cannot be interrupted).
+    /// No pass starts after it, and a pass still running gives up, except
+    /// the first (by size), which always finishes: the result.
     memplan::deadline deadline{};
 
     /// The lowest of the six placements (ties: the first in the order above).
@@ -78,13 +78,13 @@ struct best_heuristic {
                 std::vector<char> pinned(p.items.size(), 0);
                 for (std::size_t i = 0; i < same; ++i) pinned[by_size[i]] = 1;
                 out[4].offsets = o.offsets;
-                out[4].ok = detail::greedy_pass(p, by_begin, tree, out[4].offsets, &pinned);
+                out[4].ok = detail::greedy_pass(p, by_begin, tree, out[4].offsets, &pinned, deadline);
                 finish_pass(4);
                 return;
             }
-            case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets); break;
-            case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets); break;
-            case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets); break;
+            case 1: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_lifetime>(p), tree, o.offsets, nullptr, deadline); break;
+            case 2: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_area>(p), tree, o.offsets, nullptr, deadline); break;
+            case 3: o.ok = detail::greedy_pass(p, detail::greedy_item_order<alloc_order::by_begin>(p), tree, o.offsets, nullptr, deadline); break;
             default: {
                 auto online = online_best_fit{}.place(p);
                 o.ok = has_solution(online.status);

@@ -17,6 +17,7 @@
 #include <memplan/core/status.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -391,11 +393,15 @@ struct exact {
             const std::uint64_t pairs = detail::time_windows<Size>(problem).overlapping_pairs();
             if (has_solution(heuristic->status) && pairs > max_search_pairs) {
                 res.offsets = heuristic->offsets;
-                if (windows) improve_by_windows(problem, res.offsets, until);
+                std::vector<char> pinned;
+                if (windows) improve_by_windows(problem, res.offsets, until.share(windows_share), &pinned);
+                // The time left goes to greedy passes in randomised orders
+                // around the best window: stopping here would leave it unused.
+                if (restarts) improve_by_restarts(problem, res.offsets, pinned, until, gap);
                 res.size = placement_height(problem, res.offsets);
                 res.status = res.size <= res.bound ? memplan::status::optimal : memplan::status::feasible;
                 res.message = std::to_string(pairs) + " buffer pairs overlap in time, too many for the whole "
-                              "search: the heuristics and exact windows around the peak";
+                              "search: the heuristics, exact windows around the peak and randomised passes";
                 res.seconds = elapsed();
                 return res;
             }
@@ -524,6 +530,103 @@ struct exact {
     /// Up to this many buffers the search's own greedy runs beside the heuristics.
     static constexpr std::size_t small_instance = 5000;
     static constexpr double windows_share = 0.6;
+    /// Above `max_search_pairs`, the time the windows leave goes to greedy
+    /// passes in randomised orders (`improve_by_restarts`).
+    bool restarts = true;
+    std::uint64_t restart_seed = 1; ///< the passes' random orders (deterministic for a seed)
+
+    /// Passes that use what time is left, until the height is within `gap`
+    /// of the lower bound or too little of `until` is left for another pass
+    /// (as long as the longest so far); the lowest placement replaces
+    /// `offsets` (true when one was lower). They cycle through:
+    ///  - a top-slab repack: every item whose top lies within a fraction
+    ///    (1 %, 2 %, 5 %, 10 %, 20 %, 40 %, in turn) of the current height
+    ///    is lifted out and placed again by decreasing size (ties at random)
+    ///    around the others, which stay where they are. A long-lived item
+    ///    stacked high far from the load's peak comes down when what sits
+    ///    under it moves;
+    ///  - a whole pass by decreasing size, ties in random order;
+    ///  - a whole pass by decreasing size times conflict degree (how many
+    ///    items overlap it in time: the crowded ones first), with and
+    ///    without a 5 % jitter of the key.
+    /// The whole passes keep the items of `pinned` (the best exact window,
+    /// when one helped) in place.
+    template <class Size>
+    bool improve_by_restarts(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
+                             const std::vector<char>& pinned, memplan::deadline until, double rel_gap) const {
+        const Size lb = lower_bound(p);
+        Size best = placement_height(p, offsets);
+        auto close_enough = [&] {
+            return static_cast<double>(best - std::min(best, lb)) <= rel_gap * static_cast<double>(best);
+        };
+        if (best <= lb || close_enough()) return false;
+        using clock = std::chrono::steady_clock;
+        auto tree = detail::make_interval_tree(p);
+        const std::vector<std::size_t> by_size = detail::greedy_item_order<alloc_order::by_size_begin>(p);
+        // Conflict degrees by a sweep: the items that begin before i ends,
+        // less those that end by the time i begins (i itself included once).
+        std::vector<std::uint64_t> begins, ends;
+        for (const auto& it : p.items)
+            if (detail::is_live(it)) {
+                begins.push_back(it.begin);
+                ends.push_back(it.end);
+            }
+        std::sort(begins.begin(), begins.end());
+        std::sort(ends.begin(), ends.end());
+        std::vector<double> degree(p.items.size(), 0.0);
+        for (std::size_t i = 0; i < p.items.size(); ++i) {
+            const auto& it = p.items[i];
+            if (!detail::is_live(it)) continue;
+            const auto started = std::lower_bound(begins.begin(), begins.end(), it.end) - begins.begin();
+            const auto ended = std::upper_bound(ends.begin(), ends.end(), it.begin) - ends.begin();
+            degree[i] = static_cast<double>(started - ended);
+        }
+        std::mt19937_64 rng(restart_seed);
+        std::uniform_real_distribution<double> unit(0.0, 1.0);
+        std::vector<double> key(p.items.size(), 0.0);
+        std::vector<std::size_t> order;
+        std::vector<char> fixed(p.items.size(), 0);
+        constexpr std::array<double, 6> slabs{0.01, 0.02, 0.05, 0.1, 0.2, 0.4};
+        bool improved = false;
+        clock::duration longest{0};
+        for (std::uint64_t pass = 0; !close_enough(); ++pass) {
+            const auto start = clock::now();
+            if (until.expired() || (!until.unlimited() && start + longest > until.end())) break;
+            const int kind = static_cast<int>(pass % 4);
+            const std::vector<char>* pin = nullptr;
+            order.clear();
+            if (kind == 0) {
+                const double share = slabs[(pass / 4) % slabs.size()];
+                const auto floor = static_cast<double>(best) * (1.0 - share);
+                for (std::size_t i = 0; i < p.items.size(); ++i)
+                    fixed[i] = !(detail::is_live(p.items[i]) &&
+                                 static_cast<double>(offsets[i]) + static_cast<double>(p.items[i].size) > floor);
+                for (auto i : by_size)
+                    if (!fixed[i]) order.push_back(i);
+                pin = &fixed;
+            } else {
+                order = by_size;
+                if (pinned.size() == p.items.size()) pin = &pinned;
+            }
+            const double jitter = kind == 3 ? 0.05 : 0.0;
+            for (auto i : order) {
+                const double weight = kind >= 2 ? degree[i] : 1.0;
+                key[i] = static_cast<double>(p.items[i].size) * weight * (1.0 + jitter * unit(rng)) * (1.0 + 1e-9 * unit(rng));
+            }
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
+            std::vector<Size> trial = offsets;
+            const bool ok = detail::greedy_pass(p, order, tree, trial, pin, until);
+            longest = std::max(longest, clock::now() - start);
+            if (!ok) continue;
+            const Size h = placement_height(p, trial);
+            if (h < best) {
+                best = h;
+                offsets = std::move(trial);
+                improved = true;
+            }
+        }
+        return improved;
+    }
 
     /// Exact windows (ours, after the "solve windows around the peak and
     /// stitch" idea of the offset-assignment issue): the items live in a
@@ -537,9 +640,11 @@ struct exact {
     /// finishing in its share of the time and while they hold at most half
     /// the items. `offsets` (a valid placement) is replaced by a lower one
     /// found; true when it was.
+    /// `best_window` (when given) receives the flags of the items the best
+    /// window pinned (empty when no window helped).
     template <class Size>
     bool improve_by_windows(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
-                            memplan::deadline until) const {
+                            memplan::deadline until, std::vector<char>* best_window = nullptr) const {
         const Size lb = lower_bound(p);
         Size best = placement_height(p, offsets);
         if (best <= lb) return false;
@@ -580,12 +685,13 @@ struct exact {
             }
             for (const auto* order : {&by_begin, &by_length}) {
                 auto t = trial;
-                if (!detail::greedy_pass(p, *order, tree, t, &pinned)) continue;
+                if (!detail::greedy_pass(p, *order, tree, t, &pinned, until)) continue;
                 const Size h = placement_height(p, t);
                 if (h < best) {
                     best = h;
                     offsets = std::move(t);
                     improved = true;
+                    if (best_window) *best_window = pinned;
                 }
             }
             if (best <= lb || r.status != memplan::status::optimal) break;

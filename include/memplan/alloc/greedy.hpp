@@ -268,10 +268,13 @@ merge_rest(const std::vector<typename interval_tree<Size>::run>& runs, std::size
 /// cleared tree. Returns false when an offset overflows the size type.
 /// With `pinned` (one flag per item), the flagged items keep the offsets
 /// `offsets` holds on entry and are placed first, as obstacles (they must
-/// not overlap one another); `order` then lists the others.
+/// not overlap one another); `order` then lists the others. With `stop`,
+/// a pass still running when it passes gives up (checked every 256 items)
+/// and returns false, its offsets incomplete.
 template <class Size>
 bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size_t>& order, interval_tree<Size>& tree,
-                 std::vector<Size>& offsets, const std::vector<char>* pinned = nullptr) {
+                 std::vector<Size>& offsets, const std::vector<char>* pinned = nullptr,
+                 memplan::deadline stop = {}) {
     tree.clear();
     if (pinned) {
         offsets.resize(p.items.size(), Size{0});
@@ -288,8 +291,10 @@ bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size
     using range = typename interval_tree<Size>::range;
     std::vector<run> runs;
     rest_scratch<Size> scratch;
+    std::size_t placed = 0;
     for (const std::size_t i : order) {
         if (pinned && (*pinned)[i]) continue;
+        if (++placed % 256 == 0 && stop.expired()) return false;
         const auto& it = p.items[i];
         const Size size = *detail::checked_align_up<Size>(it.size, p.alignment); // validate() checked it
         runs.clear();

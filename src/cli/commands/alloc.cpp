@@ -17,7 +17,11 @@ int run_alloc(const command& c, const std::vector<std::string>& args) {
     a->expect_positional(0, 0, "");
     const auto input = a->required("--input");
     const auto output = a->required("--output");
-    const auto allocator = allocator_option(*a);
+    auto allocator = allocator_option(*a);
+    // Offsets are this command's only result: it searches to the bound or to
+    // its time limit (plan, where allocation is one step of several, stops
+    // within auto's default gap).
+    if (!allocator.settings.gap) allocator.settings.gap = 0.0;
     const auto capacity = a->integer_or("--capacity", 0, 1);
     auto csv = memplan::read_offset_csv(input);
     csv.problem.alignment = 1;
@@ -45,6 +49,7 @@ int run_alloc(const command& c, const std::vector<std::string>& args) {
               << "lower bound: " << bytes_both(lb) << "\n"
               << "height / LB: " << memplan::cli::fixed(ratio(height, lb), 4) << "\n"
               << "time:        " << memplan::cli::human_seconds(r.seconds) << "\n";
+    if (!r.message.empty()) std::cout << "note:        " << r.message << "\n";
     if (!fits) {
         std::cout << "over capacity: height " << height << " > capacity " << capacity << "; nothing written\n";
         return exit_negative;
@@ -70,7 +75,8 @@ const command alloc_command{
     "                          exact, milp (the offset MILP on --solver)\n"
     "  --solver NAME           MILP backend for milp and --order ilp: glpk (default) or cbc\n"
     "  --time-limit S          the whole command ends within about S seconds (default 10)\n"
-    "  --gap G                 auto, exact, milp stop within G of the lower bound (auto: 1e-4)\n"
+    "  --gap G                 auto, exact, milp stop within G of the lower bound (default 0: at the\n"
+    "                          bound, or at the time limit)\n"
     "Long searches print their progress on stderr when it is a terminal.\n",
     run_alloc, print_planner_lists};
 
