@@ -394,7 +394,7 @@ struct exact {
             if (has_solution(heuristic->status) && pairs > max_search_pairs) {
                 res.offsets = heuristic->offsets;
                 std::vector<char> pinned;
-                if (windows) improve_by_windows(problem, res.offsets, until.share(windows_share), &pinned);
+                if (windows) improve_by_windows(problem, res.offsets, until, &pinned);
                 // The time left goes to greedy passes in randomised orders
                 // around the best window: stopping here would leave it unused.
                 if (restarts) improve_by_restarts(problem, res.offsets, pinned, until, gap);
