@@ -11,6 +11,8 @@
 #include <memplan/remat/store_all.hpp>
 #include <memplan/zoo/zoo.hpp>
 
+#include "support/fixtures.hpp"
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -20,15 +22,6 @@ using namespace memplan;
 namespace zoo_llama_test {
 
 namespace {
-
-std::string error_of(auto&& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
@@ -61,16 +54,17 @@ TEST_CASE("nn.decoder_layers.shapes_and_saved_tensors") {
     const auto r_ops = rope.lower({one, x});
     CHECK(r_ops.backward[0].inputs == std::vector<slot>{slot::grad_output()});
     CHECK(!r_ops.forward[0].inplace.empty());
-    CHECK(contains(error_of([] { (void)rotary{6}.infer(std::vector<tensor_info>{{{2, 8, 64}}}, "r"); }),
+    CHECK(contains(testing::message_of([] { (void)rotary{6}.infer(std::vector<tensor_info>{{{2, 8, 64}}}, "r"); }),
                    "not a whole number of heads"));
-    CHECK(contains(error_of([] { (void)rotary{5}.infer(std::vector<tensor_info>{{{2, 8, 64}}}, "r"); }), "even"));
+    CHECK(contains(testing::message_of([] { (void)rotary{5}.infer(std::vector<tensor_info>{{{2, 8, 64}}}, "r"); }),
+                   "even"));
 
     // SwiGLU's backward reads both inputs and no intermediate tensor exists.
     const std::vector<tensor_info> two{x, x};
     const auto s_ops = swiglu{}.lower({two, x});
     CHECK(s_ops.internals.empty());
     CHECK(s_ops.backward[0].inputs == std::vector<slot>{slot::input(0), slot::input(1), slot::grad_output()});
-    CHECK(contains(error_of([] {
+    CHECK(contains(testing::message_of([] {
                        (void)swiglu{}.infer(std::vector<tensor_info>{{{2, 8, 64}}, {{2, 8, 32}}}, "s");
                    }),
                    "differ in shape"));
@@ -95,8 +89,8 @@ TEST_CASE("nn.decoder_layers.shapes_and_saved_tensors") {
     CHECK(a_ops.forward[0].flops == doctest::Approx(2 * mm + 5 * 2 * 4 * 8 * 8 * 0.5));
     CHECK(bwd.flops == doctest::Approx(5 * mm + 8 * 2 * 4 * 8 * 8 * 0.5));
     CHECK(flash_attention{4, 4, false}.lower({std::vector<tensor_info>{x, x, x}, x}).backward[0].workspace_values == 0);
-    CHECK(contains(error_of([&] { (void)flash_attention{4, 3}.infer(qkv, "a"); }), "evenly"));
-    CHECK(contains(error_of([&] { (void)flash_attention{4, 4}.infer(qkv, "a"); }), "do not fit"));
+    CHECK(contains(testing::message_of([&] { (void)flash_attention{4, 3}.infer(qkv, "a"); }), "evenly"));
+    CHECK(contains(testing::message_of([&] { (void)flash_attention{4, 4}.infer(qkv, "a"); }), "do not fit"));
 }
 
 TEST_CASE("zoo.llama.presets_have_the_published_parameter_counts") {
@@ -123,21 +117,21 @@ TEST_CASE("zoo.llama.presets_have_the_published_parameter_counts") {
 
 TEST_CASE("zoo.llama.errors_name_the_field") {
     auto o = decoder("llama4", 1, 16);
-    CHECK(contains(error_of([&] { (void)zoo_network("llama", o); }), "unknown llama preset 'llama4'"));
+    CHECK(contains(testing::message_of([&] { (void)zoo_network("llama", o); }), "unknown llama preset 'llama4'"));
     o = decoder("tiny", 1, 16);
     o.llama.heads = 3;
-    CHECK(contains(error_of([&] { (void)zoo_network("llama", o); }), "not divisible by 3 heads"));
+    CHECK(contains(testing::message_of([&] { (void)zoo_network("llama", o); }), "not divisible by 3 heads"));
     o = decoder("tiny", 1, 16);
     o.llama.kv_heads = 3;
-    CHECK(contains(error_of([&] { (void)zoo_network("llama", o); }), "kv-heads 3 must divide heads 4"));
+    CHECK(contains(testing::message_of([&] { (void)zoo_network("llama", o); }), "kv-heads 3 must divide heads 4"));
     o = decoder("tiny", 1, 16);
     o.llama.hidden = 40; // head width 10 is even; 44 / 4 = 11 is not
     CHECK_NOTHROW((void)zoo_network("llama", o));
     o.llama.hidden = 44;
-    CHECK(contains(error_of([&] { (void)zoo_network("llama", o); }), "must be even"));
+    CHECK(contains(testing::message_of([&] { (void)zoo_network("llama", o); }), "must be even"));
     zoo_options g;
     g.preset = "tiny";
-    CHECK(contains(error_of([&] { (void)zoo_network("gpt2", g); }), "takes no decoder sizes or preset"));
+    CHECK(contains(testing::message_of([&] { (void)zoo_network("gpt2", g); }), "takes no decoder sizes or preset"));
 }
 
 TEST_CASE("zoo.llama.mixed_precision_keeps_16_bytes_per_parameter") {

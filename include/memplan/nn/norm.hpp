@@ -21,6 +21,20 @@
 
 namespace memplan::nn {
 
+namespace detail {
+/// A normalisation over the last axis of one floating input of `features`
+/// values: its output has the input's shape.
+inline tensor_info last_axis_norm_infer(std::span<const tensor_info> in, std::uint64_t features, std::string_view name,
+                                        std::string_view kind) {
+    expect_inputs(in.size(), 1, name, kind);
+    expect_floating(in[0], 0, 0, "(..., features)", name, kind);
+    if (in[0].shape.back() != features)
+        shape_error(name, kind, "input shape " + in[0].shape.to_string() + " has " + std::to_string(in[0].shape.back()) +
+                                    " features but the layer expects " + std::to_string(features));
+    return in[0];
+}
+} // namespace detail
+
 /// Which forward tensor a layer's backward reads.
 enum class saved_tensor : std::uint8_t {
     input,  ///< keep the input x
@@ -95,13 +109,7 @@ struct layer_norm {
 
     /// (..., features) -> same shape.
     tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
-        detail::expect_inputs(in.size(), 1, name, kind);
-        detail::expect_floating(in[0], 0, 0, "(..., features)", name, kind);
-        if (in[0].shape.back() != features)
-            shape_error(name, kind, "input shape " + in[0].shape.to_string() + " has " +
-                                        std::to_string(in[0].shape.back()) + " features but the layer expects " +
-                                        std::to_string(features));
-        return in[0];
+        return detail::last_axis_norm_infer(in, features, name, kind);
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {
@@ -131,13 +139,7 @@ struct rms_norm {
 
     /// (..., features) -> same shape.
     tensor_info infer(std::span<const tensor_info> in, std::string_view name) const {
-        detail::expect_inputs(in.size(), 1, name, kind);
-        detail::expect_floating(in[0], 0, 0, "(..., features)", name, kind);
-        if (in[0].shape.back() != features)
-            shape_error(name, kind, "input shape " + in[0].shape.to_string() + " has " +
-                                        std::to_string(in[0].shape.back()) + " features but the layer expects " +
-                                        std::to_string(features));
-        return in[0];
+        return detail::last_axis_norm_infer(in, features, name, kind);
     }
 
     std::vector<param_spec> params(std::span<const tensor_info>) const {

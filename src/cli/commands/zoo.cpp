@@ -32,8 +32,8 @@ memplan::cost::device_lookup cpu_device_lookup() {
 /// Bytes of the graph's persistent tensors (weights, optimizer state).
 std::uint64_t persistent_bytes(const memplan::graph& g) {
     std::uint64_t sum = 0;
-    for (std::size_t t = 0; t < g.num_tensors(); ++t)
-        if (g.tensor(static_cast<memplan::graph::id_type>(t)).persistent) sum += g.tensor(static_cast<memplan::graph::id_type>(t)).bytes;
+    for (const auto& t : g.tensors())
+        if (t.persistent) sum += t.bytes;
     return sum;
 }
 
