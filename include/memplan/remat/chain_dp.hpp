@@ -86,13 +86,19 @@ class chain_solver {
 public:
     static constexpr double infinity = std::numeric_limits<double>::infinity();
 
-    chain_solver(const chain_model& model, std::size_t max_memory)
+    /// Stops at `until` (its time grows with the cube of the chain's
+    /// length): then complete() is false and nothing else may be asked.
+    chain_solver(const chain_model& model, std::size_t max_memory, const memplan::deadline& until = {})
         : model_(model), L_(model.length()), M_(max_memory) {
         const std::size_t pairs = L_ * (L_ + 1) / 2;
         cost_.assign(pairs * (M_ + 1), infinity);
         choice_.assign(pairs * (M_ + 1), 0);
         const auto& x = model_;
-        for (std::size_t len = 0; len < L_; ++len)
+        for (std::size_t len = 0; len < L_; ++len) {
+            if (until.expired()) {
+                complete_ = false;
+                return;
+            }
             for (std::size_t s = 1; s + len <= L_; ++s) {
                 const std::size_t t = s + len;
                 double* row = &cost_[at(s, t, 0)];
@@ -147,10 +153,13 @@ public:
                     }
                 }
             }
+        }
     }
 
     std::size_t length() const noexcept { return L_; }
     std::size_t max_memory() const noexcept { return M_; }
+    /// Whether the program ran to the end (before its deadline).
+    bool complete() const noexcept { return complete_; }
 
     /// opt(1, L, m); infinity when nothing fits in m slots.
     double cost(std::size_t m) const { return L_ == 0 ? 0.0 : cost(1, L_, std::min(m, M_)); }
@@ -208,6 +217,7 @@ private:
 
     chain_model model_;
     std::size_t L_ = 0, M_ = 0;
+    bool complete_ = true;
     std::vector<double> cost_;
     std::vector<std::uint32_t> choice_;
 };
@@ -516,7 +526,8 @@ plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const g
         const std::size_t slot = std::max<std::size_t>((range + S - 1) / S, 1);
         const auto model = chain.in_slots(slot);
         const std::size_t top = graph_chain<Graph>::keep_all_need(model);
-        const chain_solver dp(model, top);
+        const chain_solver dp(model, top, until);
+        if (!dp.complete()) break;
         std::size_t lo = dp.min_memory(), hi = top;
         if (lo > top) break;
         if (evaluate(dp, hi)) break; // the most memory the chain can use fits
