@@ -55,6 +55,7 @@
 #pragma once
 
 #include <memplan/core/deadline.hpp>
+#include <memplan/remat/detail/block_frontier.hpp>
 #include <memplan/remat/detail/joint_search.hpp>
 #include <memplan/remat/policy.hpp>
 #include <memplan/remat/recompute.hpp>
@@ -80,6 +81,16 @@ struct joint : remat_planner<joint> {
     /// of the hand-written policies practitioners use, so that no such policy
     /// that fits the budget is cheaper than the result.
     bool policy_start = true;
+    /// On a transformer's graph, also start from one block's keep sets
+    /// replicated into every equal block and mixed two at a time to meet
+    /// the budget (remat/detail/block_frontier.hpp).
+    bool block_start = true;
+    /// The search stops once it has found no cheaper plan for
+    /// max(stall_seconds, stall_share * its running time): it has converged
+    /// (0: search to the time limit). It stops at once with a plan as cheap
+    /// as store-all with the fastest variants, which nothing beats.
+    double stall_seconds = 2.0;
+    double stall_share = 0.5;
     double improve_seconds = 1e9;     ///< at most this long improving a fitting plan (within the time limit)
     /// The exact placement of a descent's plan that misses the budget: this
     /// share of the time left, at most this many seconds.
@@ -117,8 +128,17 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
     bool found = false;
     basic_planned<size_type, typename Graph::id_type> best;
     double best_cost = 0;
+    double found_at = 0; // when the best plan was found
     remat_choice<Graph> best_choice;
     size_type best_target = budget;
+    const auto stalled = [&] {
+        if (!found) return false;
+        if (best_cost <= ctx.fastest_cost() * (1 + 1e-12)) return true; // nothing runs faster than store-all's fastest variants
+        if (stall_seconds <= 0) return false;
+        const double now = watch.seconds();
+        return now - found_at > std::max(stall_seconds, stall_share * now);
+    };
+    search.stop_when(stalled);
     auto report = [&] {
         if (!opt.on_progress) return;
         remat_progress pr;
@@ -135,35 +155,52 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         best = std::move(planned);
         best_cost = cost;
         found = true;
+        found_at = watch.seconds();
         report();
         return true;
     };
-    // From each start (the leanest variants, then the fastest): descend,
-    // allocate, and tighten the target by what fragmentation added.
     std::vector<remat_choice<Graph>> starts;
-    if (lean_start) starts.push_back(search.lean());
-    starts.push_back(search.fastest());
-    // First the minimum cuts on the same variants: on a training graph they
-    // usually fit at once and leave the descents' starts to improve on.
-    if (cut_start) {
-        std::vector<remat_choice<Graph>> cuts;
-        for (const auto& base : starts)
-            for (auto& c : search.cut_starts(base, budget)) cuts.push_back(std::move(c));
-        starts.insert(starts.begin(), cuts.begin(), cuts.end());
+    // Placed as they are, a first plan in a fraction of a second on a
+    // transformer's graph: first one block's keep sets replicated and mixed
+    // to the budget, then the practitioners' policies (the one that fits
+    // cheapest is the plan to beat); each is then polished or descended like
+    // any start.
+    auto place_start = [&](remat_choice<Graph> c) {
+        auto planned = place_within(g, ctx.schedule_of(c), opt.budget, opt.alignment, memplan::deadline::passed());
+        if (consider(planned)) best_choice = c;
+        starts.push_back(std::move(c));
+    };
+    if (block_start && has_blocks(g)) {
+        const detail::block_frontier<Graph> frontier(ctx, search.fastest());
+        const auto evaluate = [&](const remat_choice<Graph>& c, size_type t) { return search.evaluate(c, t); };
+        for (auto& c : frontier.starts(budget, evaluate, until)) place_start(std::move(c));
     }
-    // Before those, the practitioners' policies: placed as they are (the one
-    // that fits cheapest is the plan to beat), then polished or descended
-    // like any start.
-    if (policy_start && has_blocks(g)) {
-        std::vector<remat_choice<Graph>> policies;
-        for (const auto& p : standard_recompute_policies()) {
-            auto c = policy_choice(ctx, p);
-            auto planned = place_within(g, ctx.schedule_of(c), opt.budget, opt.alignment, memplan::deadline::passed());
-            if (consider(planned)) best_choice = c;
-            policies.push_back(std::move(c));
+    if (policy_start && has_blocks(g))
+        for (const auto& p : standard_recompute_policies()) place_start(policy_choice(ctx, p));
+    // Then the minimum cuts on the leanest and the fastest variants, and
+    // those variants with everything kept.
+    std::vector<remat_choice<Graph>> bases;
+    if (lean_start) bases.push_back(search.lean());
+    bases.push_back(search.fastest());
+    if (cut_start)
+        for (const auto& base : bases)
+            for (auto& c : search.cut_starts(base, budget)) starts.push_back(std::move(c));
+    for (auto& c : bases) starts.push_back(std::move(c));
+    // Descend first from the starts closest to the budget (those that fit,
+    // cheapest first): a start far above it takes the longest to descend.
+    {
+        std::vector<std::pair<std::pair<long double, double>, std::size_t>> rank;
+        for (std::size_t i = 0; i < starts.size(); ++i) {
+            const auto e = search.evaluate(starts[i], budget);
+            rank.push_back({{e.excess, e.cost}, i});
         }
-        starts.insert(starts.begin(), policies.begin(), policies.end());
+        std::stable_sort(rank.begin(), rank.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        std::vector<remat_choice<Graph>> sorted;
+        for (const auto& r : rank) sorted.push_back(std::move(starts[r.second]));
+        starts = std::move(sorted);
     }
+    // From each start: descend, allocate, and tighten the target by what
+    // fragmentation added.
     for (auto& c : starts) {
         size_type target = budget;
         for (int round = 0; round < 8 && !search.out_of_time(); ++round) {
@@ -194,6 +231,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
             return consider(p);
         };
         detail::joint_search<Graph> improver(ctx, until.within(improve_seconds), trials_per_step, cost_exponent);
+        improver.stop_when(stalled);
         improver.improve(best_choice, best_target, accept);
     }
     if (!found) {

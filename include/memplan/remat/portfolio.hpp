@@ -89,10 +89,13 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
             o.on_progress = nullptr;
             return o;
         };
+        // A plan as cheap as store-all with the fastest variants ends the
+        // search: no member can beat it.
+        auto optimal = [&] { return found && best.cost <= ctx.fastest_cost() * (1 + 1e-12); };
         offer(store_all{}.plan(ctx, sub(store_all_share)));
-        offer(chain_dp{}.plan(ctx, sub(chain_share)));
-        offer(chen_greedy{}.plan(ctx, sub(chen_greedy_share)));
-        offer(sqrt_n{}.plan(ctx, sub(sqrt_n_share)));
+        if (!optimal()) offer(chain_dp{}.plan(ctx, sub(chain_share)));
+        if (!optimal()) offer(chen_greedy{}.plan(ctx, sub(chen_greedy_share)));
+        if (!optimal()) offer(sqrt_n{}.plan(ctx, sub(sqrt_n_share)));
         std::vector<typename Graph::id_type> order; // empty: the listed order only
         if (ctx.general()) {
             greedy_order go;
@@ -117,11 +120,11 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
             offer(back(joint{}.plan(hc, sub(share))));
         };
         if constexpr (std::is_same_v<Extra, std::nullptr_t>) {
-            joint_members(1.0);
-        } else {
+            if (!optimal()) joint_members(1.0);
+        } else if (!optimal()) {
             const bool small = ctx.graph().num_ops() <= extra_max_ops;
             joint_members(small ? joint_share_with_extra : 1.0);
-            if (small) offer(extra.plan(ctx, sub(1.0)));
+            if (small && !optimal()) offer(extra.plan(ctx, sub(1.0)));
         }
         if (!found) {
             if (best.status != status::infeasible) {

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -53,7 +54,10 @@ public:
     joint_search(const remat_context<Graph>& ctx, memplan::deadline until, std::size_t trials, double exponent)
         : ctx_(ctx), g_(ctx.graph()), moves_(ctx), until_(until), trials_(trials), exponent_(exponent) {}
 
-    bool out_of_time() const { return until_.expired(); }
+    /// Out of time at the deadline, or earlier once `stop()` says so (the
+    /// planner's convergence test).
+    bool out_of_time() const { return until_.expired() || (stop_ && stop_()); }
+    void stop_when(std::function<bool()> stop) { stop_ = std::move(stop); }
 
     evaluation evaluate(const choice_type& c, size_type target) const { return evaluate_choice(ctx_, c, target); }
 
@@ -494,6 +498,7 @@ private:
     const Graph& g_;
     joint_neighbourhood<Graph> moves_;
     memplan::deadline until_;
+    std::function<bool()> stop_;
     std::size_t trials_;
     double exponent_;
 };
