@@ -213,4 +213,82 @@ TEST_CASE("zoo.llama.graphs_validate_and_plan") {
     }
 }
 
+TEST_CASE("zoo.llama.sharded_state_is_split_and_gathered_per_layer") {
+    for (bool tied : {false, true}) {
+        CAPTURE(tied);
+        auto o = decoder("tiny", 2, 64);
+        o.llama.tied = tied;
+        o.cost = cost::cost_model(cost::roofline{nn::h100});
+        const graph whole = zoo_graph("llama", o);
+        o.shard = 4;
+        const graph g = zoo_graph("llama", o);
+        validate(g);
+        CHECK(contains(g.name(), "-shard4"));
+        // One rank's weights, gradients and optimizer state: a quarter, each
+        // tensor rounded up to a byte.
+        const auto a = census(whole), b = census(g);
+        const auto tensors = static_cast<std::uint64_t>(g.num_tensors());
+        CHECK(b.weights >= a.weights / 4);
+        CHECK(b.weights <= a.weights / 4 + tensors);
+        CHECK(b.optimizer_state >= a.optimizer_state / 4);
+        CHECK(b.optimizer_state <= a.optimizer_state / 4 + tensors);
+        CHECK(b.weight_gradients >= a.weight_gradients / 4);
+        CHECK(b.weight_gradients <= a.weight_gradients / 4 + tensors);
+        CHECK(b.saved == a.saved); // the activations are the rank's own
+        // Every gathered weight is read only in its gather's pass and layer;
+        // every gradient is reduce-scattered before its update.
+        const graph_index<graph> index(g);
+        std::size_t gathers = 0, backward_gathers = 0, scatters = 0;
+        for (std::size_t i = 0; i < g.num_ops(); ++i) {
+            const auto& op = g.op(static_cast<graph::id_type>(i));
+            if (contains(op.name, ".all_gather")) {
+                ++(op.phase == phase::forward ? gathers : backward_gathers);
+                CHECK(op.cost == 0.0);
+                for (auto c : index.consumers[op.outputs[0]]) CHECK(g.op(c).phase == op.phase);
+            }
+            if (contains(op.name, ".reduce_scatter")) {
+                ++scatters;
+                CHECK(op.phase == phase::backward);
+                for (auto c : index.consumers[op.outputs[0]]) CHECK(g.op(c).phase == phase::update);
+            }
+        }
+        std::size_t updates = 0;
+        for (const auto& op : g.ops()) updates += op.phase == phase::update;
+        CHECK(scatters == updates);
+        // A forward gather per parameter and use (two for a tied table); a
+        // backward one for each layer whose backward reads its weight (not
+        // the embedding's: its gradient needs only the token ids).
+        CHECK(gathers == updates + (tied ? 1 : 0));
+        CHECK(backward_gathers == gathers - 1);
+
+        // Store-all on one rank needs less than unsharded; a plan at half the
+        // way to the minimum validates.
+        const remat_context<graph> ctx(g), whole_ctx(whole);
+        const auto all = store_all{}.plan(ctx, {});
+        CHECK(all.arena() < store_all{}.plan(whole_ctx, {}).arena());
+        const auto need = ctx.min_memory().first;
+        REQUIRE(need < all.arena());
+        remat_options ro;
+        ro.budget = need + (all.arena() - need) / 2;
+        ro.time_limit = 5;
+        const auto r = joint{}.plan(ctx, ro);
+        REQUIRE(has_solution(r.status));
+        CHECK(r.arena() <= ro.budget);
+        const auto rr = check_plan(g, r.plan);
+        CHECK_MESSAGE(rr.ok(), rr.to_string());
+    }
+    // The engines run one rank without collectives: a program is refused.
+    auto o = decoder("tiny", 2, 64);
+    o.shard = 2;
+    training_program program;
+    training_options sharded;
+    sharded.shard = 2;
+    try {
+        (void)training_graph(zoo_network("llama", o), sharded, program);
+        FAIL("no error");
+    } catch (const error& e) {
+        CHECK(contains(e.what(), "is for planning"));
+    }
+}
+
 } // namespace zoo_llama_test

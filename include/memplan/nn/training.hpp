@@ -67,6 +67,19 @@ struct training_options {
     /// parameter (ZeRO's accounting, Rajbhandari et al. 2020). No effect with
     /// fp32.
     bool master_weights = false;
+    /// Fully sharded data parallelism (ZeRO-3, Rajbhandari et al. 2020;
+    /// PyTorch's FSDP): every trained parameter, its gradient and its
+    /// optimizer state are split over `shard` ranks, and the graph is one
+    /// rank's step. A layer's forward and backward each gather the full
+    /// weight just before they run (`<param>.all_gather`,
+    /// `<param>.all_gather_bwd`, freed after the layer: FSDP's
+    /// reshard-after-forward), and a parameter's summed gradient is
+    /// reduce-scattered to its shard (`<param>.reduce_scatter`) before the
+    /// update. The collectives cost 0: they are taken as overlapped with
+    /// compute (FSDP prefetches the next layer's gather), so overheads are
+    /// recomputation's alone. 1: no sharding. Planning only: the engines run
+    /// one rank without collectives.
+    std::size_t shard = 1;
     nn::device_profile device = nn::v100; ///< the roofline's device when `cost` is empty
     /// How ops are priced; empty: `cost::roofline{device}`. A `measured`
     /// model also sets workspaces to the measured ones and drops variants
@@ -108,6 +121,10 @@ public:
         : net_(net), opt_(opt), g_(opt.name.empty() ? net.name() + "-train" : opt.name), program_(program),
           model_(opt.cost ? *opt.cost : cost::cost_model(cost::roofline{opt.device})) {
         g_.set_costs_from(std::string(cost::microseconds), model_.name());
+        if (opt.shard == 0) throw error("nn", "training option shard: at least 1 rank, got 0");
+        if (opt.shard > 1 && program)
+            throw error("nn", "network '" + net.name() + "': a sharded training graph (shard " +
+                                  std::to_string(opt.shard) + ") is for planning; the engines run one rank without collectives");
     }
 
     graph build() {
@@ -123,8 +140,8 @@ public:
         for (std::size_t a = 0; a < acts.size(); ++a)
             if (acts[a].producer == nn::activation::no_node)
                 act_tensor_[a] = new_tensor(acts[a].name, acts[a].info);
-        for (const auto& p : net_.parameters())
-            param_tensor_.push_back(new_tensor(p.name, {p.shape, nn::element::floating}, true));
+        // (The parameters are made after the gradient counts below: a
+        // sharded one is a shard.)
 
         // Which activations carry gradients: outputs of layers with trainable
         // parameters or with an input that carries one.
@@ -155,17 +172,27 @@ public:
                 }
             for (auto p : nodes[i].params) ++expected_param_[p];
         }
+        for (std::size_t p = 0; p < net_.parameters().size(); ++p) {
+            const auto& x = net_.parameters()[p];
+            param_tensor_.push_back(sharded(p) ? new_shard(x.name + ".shard", {x.shape, nn::element::floating})
+                                               : new_tensor(x.name, {x.shape, nn::element::floating}, true));
+        }
+        gathered_.assign(net_.parameters().size(), graph::npos);
+        fwd_gathers_.assign(net_.parameters().size(), 0);
+        bwd_gathers_.assign(net_.parameters().size(), 0);
 
         // Forward.
         internal_tensor_.assign(nodes.size(), {});
         for (std::size_t i = 0; i < nodes.size(); ++i) {
             const auto& n = nodes[i];
+            std::fill(gathered_.begin(), gathered_.end(), graph::npos);
             act_tensor_[n.output.id] = new_tensor(acts[n.output.id].name, acts[n.output.id].info);
             for (std::size_t k = 0; k < lowered_[i].forward.size(); ++k) emit(i, lowered_[i].forward[k], k, false);
         }
         g_.add_output(act_tensor_[loss.id]);
 
         // Backward, in reverse network order.
+        in_backward_ = true;
         grad_.assign(acts.size(), graph::npos);
         got_.assign(acts.size(), 0);
         param_grad_.assign(net_.parameters().size(), graph::npos);
@@ -176,6 +203,7 @@ public:
             if (i != loss_node && grad_[n.output.id] == graph::npos) continue; // no gradient arrives
             current_grad_in_.assign(n.inputs.size(), graph::npos);
             current_grad_param_.assign(n.params.size(), graph::npos);
+            std::fill(gathered_.begin(), gathered_.end(), graph::npos); // each layer's pass gathers its own
             for (std::size_t k = 0; k < lowered_[i].backward.size(); ++k) emit(i, lowered_[i].backward[k], k, true);
             const auto& pass = lowered_[i].passthrough;
             for (std::size_t k = 0; k < n.inputs.size(); ++k) {
@@ -196,6 +224,7 @@ public:
                                           ") produces no gradient for parameter '" + net_.parameters()[p].name + "'");
                 contribute(param_grad_[p], got_param_[p], expected_param_[p], current_grad_param_[k],
                            net_.parameters()[p].name, ".grad", {net_.parameters()[p].shape, nn::element::floating});
+                if (sharded(p) && got_param_[p] == expected_param_[p]) emit_reduce_scatter(p);
             }
         }
 
@@ -207,6 +236,47 @@ public:
 
 private:
     std::uint64_t bytes(const nn::tensor_info& t) const { return t.bytes(opt_.dt); }
+
+    /// Whether parameter `p` is split over the ranks: sharding is on and it is trained.
+    bool sharded(std::size_t p) const { return opt_.shard > 1 && expected_param_[p] > 0; }
+
+    /// A persistent tensor holding one rank's share of `info` (rounded up).
+    graph::id_type new_shard(const std::string& name, const nn::tensor_info& info) {
+        return g_.add_tensor(name, (bytes(info) + opt_.shard - 1) / opt_.shard, true);
+    }
+
+    /// The full weight of sharded parameter `p` for the layer being emitted:
+    /// gathered by an op of the pass's phase on first use in the layer.
+    graph::id_type gather(std::size_t p) {
+        if (gathered_[p] != graph::npos) return gathered_[p];
+        const auto& x = net_.parameters()[p];
+        const bool backward = in_backward_;
+        const auto uses = ++(backward ? bwd_gathers_ : fwd_gathers_)[p]; // a tied weight's second use: "...2"
+        const std::string k = uses > 1 ? std::to_string(uses) : "";
+        op o;
+        o.name = x.name + (backward ? ".all_gather_bwd" : ".all_gather") + k;
+        o.phase = backward ? phase::backward : phase::forward;
+        o.inputs = {param_tensor_[p]};
+        o.outputs = {g_.add_tensor(x.name + (backward ? ".full_bwd" : ".full") + k, bytes({x.shape, nn::element::floating}), false)};
+        o.cost = 0; // overlapped with compute (training_options::shard)
+        add_op(std::move(o));
+        return gathered_[p] = g_.op(static_cast<graph::id_type>(g_.num_ops() - 1)).outputs[0];
+    }
+
+    /// Reduce-scatters the summed gradient of sharded parameter `p` to its shard.
+    void emit_reduce_scatter(std::size_t p) {
+        const auto& x = net_.parameters()[p];
+        op o;
+        o.name = x.name + ".reduce_scatter";
+        o.phase = phase::backward;
+        o.inputs = {param_grad_[p]};
+        const auto shard = g_.add_tensor(x.name + ".grad_shard",
+                                         (bytes({x.shape, nn::element::floating}) + opt_.shard - 1) / opt_.shard, false);
+        o.outputs = {shard};
+        o.cost = 0; // overlapped with compute (training_options::shard)
+        add_op(std::move(o));
+        param_grad_[p] = shard;
+    }
 
     graph::id_type new_tensor(const std::string& name, const nn::tensor_info& info, bool persistent = false) {
         const auto id = g_.add_tensor(name, bytes(info), persistent);
@@ -235,7 +305,9 @@ private:
         switch (s.kind) {
         case nn::slot_kind::input: check(s.index, n.inputs.size(), "input"); return act_tensor_[n.inputs[s.index].id];
         case nn::slot_kind::output: return act_tensor_[n.output.id];
-        case nn::slot_kind::param: check(s.index, n.params.size(), "parameter"); return param_tensor_[n.params[s.index]];
+        case nn::slot_kind::param:
+            check(s.index, n.params.size(), "parameter");
+            return sharded(n.params[s.index]) ? gather(n.params[s.index]) : param_tensor_[n.params[s.index]];
         case nn::slot_kind::state: check(s.index, n.state.size(), "state"); return param_tensor_[n.state[s.index]];
         case nn::slot_kind::internal: {
             const auto& specs = lowered_[i].internals;
@@ -394,27 +466,30 @@ private:
         o.phase = phase::update;
         o.inputs = {param_tensor_[p], param_grad_[p]};
         double flops_per_value = 2;
+        const bool split = sharded(p);
+        auto state = [&](const std::string& name) { return split ? new_shard(name, info) : new_tensor(name, info, true); };
         switch (opt_.opt) {
         case optimizer::sgd: break;
         case optimizer::sgd_momentum:
-            o.inputs.push_back(new_tensor(param.name + ".momentum", info, true));
+            o.inputs.push_back(state(param.name + ".momentum"));
             flops_per_value = 4;
             break;
         case optimizer::adam:
         case optimizer::adamw:
-            o.inputs.push_back(new_tensor(param.name + ".adam_m", info, true));
-            o.inputs.push_back(new_tensor(param.name + ".adam_v", info, true));
+            o.inputs.push_back(state(param.name + ".adam_m"));
+            o.inputs.push_back(state(param.name + ".adam_v"));
             flops_per_value = opt_.opt == optimizer::adamw ? 14 : 12;
             break;
         }
         if (master) { // the update runs on the master copy and writes the weight back in `dt`
-            o.inputs.push_back(new_tensor(param.name + ".master", info, true));
+            o.inputs.push_back(state(param.name + ".master"));
             flops_per_value += 2;
         }
         // Reads everything, writes back the weight and the state (not the gradient).
         std::vector<graph::id_type> written(o.inputs.begin(), o.inputs.end());
         written.erase(written.begin() + 1);
-        o.cost = cost(o.name, {}, nn::compute_kind::other, flops_per_value * double(info.numel()), o.inputs, written);
+        const double values = double(info.numel()) / double(split ? opt_.shard : 1);
+        o.cost = cost(o.name, {}, nn::compute_kind::other, flops_per_value * values, o.inputs, written);
         add_op(std::move(o));
         record({op_origin_kind::update, 0, 0, false, static_cast<std::uint32_t>(p), {}});
     }
@@ -432,6 +507,9 @@ private:
     std::vector<std::uint32_t> expected_, expected_param_, got_, got_param_;
     std::vector<graph::id_type> grad_, param_grad_;
     std::vector<graph::id_type> current_grad_in_, current_grad_param_;
+    std::vector<graph::id_type> gathered_; ///< per parameter: its full weight in the layer being emitted (sharded)
+    std::vector<std::uint32_t> fwd_gathers_, bwd_gathers_; ///< per parameter: gathers so far in each pass
+    bool in_backward_ = false;
 };
 
 } // namespace detail

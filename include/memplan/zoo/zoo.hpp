@@ -41,6 +41,7 @@ struct zoo_options {
     std::optional<optimizer> opt;       ///< empty: the model's default
     std::optional<nn::dtype> dt;        ///< empty: the model's default
     std::optional<bool> master_weights; ///< fp32 master copies beside half-precision weights; empty: the model's default
+    std::size_t shard = 1;              ///< ranks the trained state is sharded over (training_options::shard)
     std::string preset;                 ///< llama: the preset (empty: llama3-8b)
     zoo::llama_config llama;            ///< llama: sizes that override the preset's (0: the preset's)
     nn::device_profile device = nn::v100; ///< the roofline's device when `cost` is empty
@@ -126,6 +127,7 @@ inline graph zoo_graph(std::string_view name, const zoo_options& options = {}) {
     t.opt = *o.opt;
     t.dt = *o.dt;
     t.master_weights = *o.master_weights;
+    t.shard = o.shard;
     t.device = o.device;
     t.cost = o.cost;
     t.name = std::string(name) + "-train-b" + std::to_string(o.batch);
@@ -134,6 +136,7 @@ inline graph zoo_graph(std::string_view name, const zoo_options& options = {}) {
         t.name = "llama-" + std::to_string(c.layers) + "L" + std::to_string(c.hidden) + "-train-b" +
                  std::to_string(o.batch) + "-s" + std::to_string(o.seq);
     }
+    if (o.shard > 1) t.name += "-shard" + std::to_string(o.shard);
     return training_graph(zoo_network(name, o), t);
 }
 

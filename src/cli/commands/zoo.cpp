@@ -45,7 +45,8 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
                                   {{"--nodes"}, true}, {{"--seed"}, true}, {{"--preset"}, true},
                                   {{"--layers"}, true}, {{"--hidden"}, true}, {{"--heads"}, true},
                                   {{"--kv-heads"}, true}, {{"--ffn"}, true}, {{"--vocab"}, true},
-                                  {{"--tied"}, false}, {{"--untied"}, false}, {{"--precision"}, true}});
+                                  {{"--tied"}, false}, {{"--untied"}, false}, {{"--precision"}, true},
+                                  {{"--shard"}, true}});
     if (!a) return exit_ok;
     if (a->has("--list")) {
         a->expect_positional(0, 0, "no model with --list");
@@ -73,7 +74,7 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
     a->expect_positional(1, 1, "NAME");
     const std::string name = a->positional[0];
     if (name == "random_layered") { // a forward-only DAG (zoo/random_layered.hpp), no network behind it
-        for (auto opt : {"--batch", "--image", "--seq", "--optimizer", "--dtype", "--device", "--cost"})
+        for (auto opt : {"--batch", "--image", "--seq", "--optimizer", "--dtype", "--device", "--cost", "--shard"})
             if (a->has(opt))
                 throw memplan::error("cli", std::string("option ") + opt + " does not apply to random_layered");
         const auto nodes = static_cast<std::size_t>(a->integer_or("--nodes", 100, 2));
@@ -118,6 +119,7 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
             o.master_weights = *v == "mixed";
         }
     }
+    o.shard = static_cast<std::size_t>(a->integer_or("--shard", 1, 1));
     o.batch = static_cast<std::size_t>(a->integer_or("--batch", 0, 1));
     o.seq = static_cast<std::size_t>(a->integer_or("--seq", 0, 1));
     if (const auto image = a->value("--image")) {
@@ -181,7 +183,7 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
 
 const command zoo_command{
     "zoo", "memplan zoo NAME [--batch N] [--image HxW] [--seq N] [--optimizer sgd|adam|adamw] [--dtype fp32|fp16|bf16]\n"
-       "           [--cost MODEL] [-o GRAPH.json]\n"
+       "           [--shard N] [--cost MODEL] [-o GRAPH.json]\n"
        "           |  memplan zoo llama [--preset NAME] [--layers L] [--hidden H] [--heads A] [--kv-heads K] [--ffn F]\n"
        "                [--vocab V] [--tied|--untied] [--precision mixed|pure] [--batch N] [--seq N] ...\n"
        "           |  memplan zoo random_layered [--nodes N] [--seed S] [-o GRAPH.json]  |  memplan zoo --list",
@@ -196,6 +198,9 @@ const command zoo_command{
     "                       --layers, --hidden, --heads, --kv-heads, --ffn, --vocab, --tied/--untied override it\n"
     "  --precision NAME     llama with fp16/bf16: mixed (default: fp32 master weights and optimizer state,\n"
     "                       16 bytes per parameter with AdamW) or pure (all state in --dtype, 8 bytes)\n"
+    "  --shard N            fully sharded data parallelism (ZeRO-3, FSDP) over N ranks: the graph is one\n"
+    "                       rank's step; weights, gradients and optimizer state split N ways, each layer\n"
+    "                       gathering its full weights for its forward and its backward (default 1: none)\n"
     "  --cost MODEL         how ops are priced, in microseconds: roofline:DEVICE (default roofline:v100),\n"
     "                       fused:DEVICE (point-wise ops folded into their producer), measured:FILE (a graph\n"
     "                       with measured costs, from train_X --profile); DEVICE: v100, h100, h200, cpu (this\n"

@@ -10,7 +10,9 @@
 // forward part (the tensors the backward or a rerun op reads whose producer
 // is not rerun; an input from the previous block stands for the same tensor
 // of this block, as the blocks are equal) and what R costs. Every R is
-// enumerated (at most `max_ops` ops: 2^max_ops sets, a bit mask each); the
+// enumerated (at most `max_ops` ops: 2^max_ops sets, a bit mask each; ops
+// that cost nothing and read nothing the block makes, a sharded weight's
+// gather, are always in R, which never costs and never keeps more); the
 // sets on the front of (bytes kept, cost) are replicated into every block
 // equal to the middle one and evaluated exactly, all of them. With L blocks,
 // k of them on set B and the rest on set A move the plan along the segment
@@ -95,7 +97,7 @@ public:
         // The reference block's forward ops, in the listed order.
         for (std::size_t o = 0; o < g_.num_ops(); ++o)
             if (block[o] == ref && g_.op(static_cast<id_type>(o)).phase == phase::forward) ref_ops_.push_back(o);
-        if (ref_ops_.empty() || ref_ops_.size() > max_ops) return;
+        if (ref_ops_.empty() || ref_ops_.size() > 32) return; // a bit mask of them
         std::map<std::string, std::size_t, std::less<>> local;
         for (std::size_t i = 0; i < ref_ops_.size(); ++i) {
             const auto& name = g_.op(static_cast<id_type>(ref_ops_[i])).name;
@@ -162,6 +164,15 @@ public:
                     backward_mask_ |= bit(*s);
             }
         }
+        // Ops that cost nothing and read nothing the block makes (a sharded
+        // weight's gather) are always run again: that never costs and never
+        // keeps more. The others are enumerated.
+        for (std::size_t i = 0; i < ref_ops_.size(); ++i) {
+            const bool free = in_mask_[i] == 0 && g_.cost_of(static_cast<id_type>(ref_ops_[i]),
+                                                             base.variant[ref_ops_[i]]) == 0;
+            (free ? always_ : choose_).push_back(i);
+        }
+        if (choose_.size() > max_ops) return;
         enumerate();
     }
 
@@ -307,16 +318,23 @@ private:
     }
 
     void enumerate() {
-        const std::size_t n = ref_ops_.size();
+        const std::size_t n = choose_.size();
         std::vector<double> op_cost(n);
-        for (std::size_t i = 0; i < n; ++i)
-            op_cost[i] = g_.cost_of(static_cast<id_type>(ref_ops_[i]), base_.variant[ref_ops_[i]]);
+        for (std::size_t j = 0; j < n; ++j)
+            op_cost[j] = g_.cost_of(static_cast<id_type>(ref_ops_[choose_[j]]), base_.variant[ref_ops_[choose_[j]]]);
+        std::uint32_t always = 0;
+        for (auto i : always_) always |= std::uint32_t{1} << i;
         std::vector<set> all;
         all.reserve(std::size_t{1} << n);
-        for (std::uint32_t r = 0; r < (std::uint32_t{1} << n); ++r) {
-            set s{r, 0, 0};
-            for (std::size_t i = 0; i < n; ++i)
-                if (r >> i & 1u) s.cost += op_cost[i];
+        for (std::uint32_t x = 0; x < (std::uint32_t{1} << n); ++x) {
+            std::uint32_t r = always;
+            set s{0, 0, 0};
+            for (std::size_t j = 0; j < n; ++j)
+                if (x >> j & 1u) {
+                    r |= std::uint32_t{1} << choose_[j];
+                    s.cost += op_cost[j];
+                }
+            s.rerun = r;
             for (auto m = kept_mask(r); m; m &= m - 1) s.bytes += double(slot_bytes_[std::countr_zero(m)]);
             all.push_back(s);
         }
@@ -363,6 +381,7 @@ private:
     std::vector<size_type> slot_bytes_;             ///< per slot: bytes (0: neither droppable nor checkpointable)
     std::vector<std::uint64_t> out_mask_, in_mask_; ///< per reference op: slots it writes, slots it reads
     std::uint64_t backward_mask_ = 0;               ///< slots the backward part reads
+    std::vector<std::size_t> always_, choose_;      ///< reference ops always rerun (free), and enumerated
     std::vector<set> front_;
 };
 
