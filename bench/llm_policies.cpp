@@ -6,8 +6,18 @@
 // same cost model and placed by the same allocator; every plan passes the
 // validator.
 //
+// Then, per preset, the largest batch x sequence that fits one GPU's memory
+// (--fit-gib, default 80) under each policy and under memplan at no more
+// than the policy's overhead, with the trained state sharded over the
+// preset's data-parallel ranks (--fit-shards, ZeRO-3/FSDP as
+// training_options::shard models it: Llama-3-8B's 112 GB of weights and
+// AdamW state, 70B's 988 GB, fit no single GPU). The sizes tried: sequences
+// 4096 to 32768, batches 1 to 16 (--fit-seqs, --fit-batches).
+//
 // Usage: bench_llm_policies [--presets llama3-8b,llama3-70b] [--seqs 4096,8192] [--batch 1]
 //                           [--seconds S] [--steps N] [--policies a,b] [--cost roofline:h100]
+//                           [--fit-gib 80] [--fit-shards 8,64] [--fit-seqs ...] [--fit-batches ...]
+//                           [--no-fit] [--no-table]
 //   --seconds  time limit of each memplan plan (default 5)
 //   --steps    bisection steps for the arena at a policy's overhead (default 5)
 // Prints one markdown table per preset and sequence length. Overheads are
@@ -24,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -42,6 +53,94 @@ remat_result memplan_at(const remat_context<graph>& ctx, std::uint64_t budget, d
     return r;
 }
 
+/// The largest batch x sequence within `gib` GiB per policy and per memplan
+/// at no more than the policy's overhead, the state sharded `shard` ways.
+void fit_table(const std::string& preset, std::size_t shard, double gib_limit, const std::vector<std::string>& seqs,
+               const std::vector<std::string>& batches, const std::vector<recompute_policy>& policies,
+               double seconds, const std::string& cost) {
+    const auto limit = static_cast<std::uint64_t>(gib_limit * 1024 * 1024 * 1024);
+    struct size_outcome {
+        std::size_t batch, seq;
+        std::vector<std::pair<bool, double>> policy; ///< fits, overhead
+        bool memplan_found = false;
+        double memplan_overhead = 0;
+    };
+    std::vector<size_outcome> sizes;
+    std::printf("\n%s, trained state sharded over %zu ranks, one GPU of %.0f GiB:\n\n", preset.c_str(), shard,
+                gib_limit);
+    std::printf("| batch x seq | tokens | store-all GiB | any schedule GiB | memplan overhead at %.0f GiB | seconds |\n"
+                "|---|---:|---:|---:|---:|---:|\n",
+                gib_limit);
+    for (const auto& seq : seqs)
+        for (const auto& batch : batches) {
+            zoo_options zo;
+            zo.preset = preset;
+            zo.batch = std::stoul(batch);
+            zo.seq = std::stoul(seq);
+            zo.shard = shard;
+            zo.cost = cost::make_cost_model(cost);
+            const graph g = zoo_graph("llama", zo);
+            const remat_context<graph> ctx(g);
+            size_outcome out{zo.batch, zo.seq, {}, false, 0};
+            const auto need = ctx.min_memory().first;
+            const auto store = ctx.store_all_placement(256).plan.arena_bytes;
+            for (const auto& p : policies) {
+                policy_planner planner;
+                planner.policy = p;
+                remat_options o;
+                o.budget = limit;
+                const auto r = planner.checked(ctx, o);
+                if (r.status == status::error) throw error("bench", "policy " + p.name() + ": " + r.message);
+                out.policy.push_back({has_solution(r.status) && r.arena() <= limit, r.overhead()});
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            if (need <= limit) {
+                const auto r = memplan_at(ctx, limit, seconds);
+                out.memplan_found = has_solution(r.status) && r.arena() <= limit;
+                out.memplan_overhead = r.overhead();
+            }
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            char over[32] = "none";
+            if (out.memplan_found) std::snprintf(over, sizeof over, "%+.2f %%", 100 * out.memplan_overhead);
+            std::printf("| %zu x %zu | %zu | %.2f | %.2f | %s | %.1f |\n", out.batch, out.seq, out.batch * out.seq,
+                        gib(store), gib(need), over, secs);
+            std::fflush(stdout);
+            sizes.push_back(std::move(out));
+        }
+    auto largest = [&](auto&& fits) {
+        const size_outcome* best = nullptr;
+        for (const auto& z : sizes)
+            if (fits(z) && (!best || z.batch * z.seq > best->batch * best->seq ||
+                            (z.batch * z.seq == best->batch * best->seq && z.seq > best->seq)))
+                best = &z;
+        if (!best) return std::string("none");
+        return std::to_string(best->batch) + " x " + std::to_string(best->seq) + " (" +
+               std::to_string(best->batch * best->seq) + ")";
+    };
+    std::printf("\n| policy | largest batch x seq (tokens) within %.0f GiB | memplan at <= the policy's overhead |\n"
+                "|---|---:|---:|\n",
+                gib_limit);
+    for (std::size_t k = 0; k < policies.size(); ++k) {
+        // memplan at the size must fit and cost no more than the policy there
+        // (when the policy does not fit at that size, than the policy's
+        // overhead at the largest size it fits).
+        double at_most = -1;
+        std::size_t tokens = 0;
+        for (const auto& z : sizes)
+            if (z.policy[k].first && z.batch * z.seq >= tokens) {
+                tokens = z.batch * z.seq;
+                at_most = z.policy[k].second;
+            }
+        const auto mine = largest([&](const size_outcome& z) {
+            const double bar = z.policy[k].first ? z.policy[k].second : at_most;
+            return z.memplan_found && bar >= 0 && z.memplan_overhead <= bar + 1e-12;
+        });
+        std::printf("| %s | %s | %s |\n", policies[k].name().c_str(),
+                    largest([&](const size_outcome& z) { return z.policy[k].first; }).c_str(), mine.c_str());
+    }
+    std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char** argv) try {
@@ -52,6 +151,10 @@ int main(int argc, char** argv) try {
     double seconds = 5;
     int steps = 5;
     std::string cost = "roofline:h100";
+    double fit_gib = 80;
+    std::vector<std::string> fit_shards{"8", "64"}, fit_seqs{"4096", "8192", "16384", "32768"},
+        fit_batches{"1", "2", "4", "8", "16"};
+    bool fit = true, table = true;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -65,6 +168,12 @@ int main(int argc, char** argv) try {
         else if (a == "--seconds") seconds = std::stod(next());
         else if (a == "--steps") steps = std::stoi(next());
         else if (a == "--cost") cost = next();
+        else if (a == "--fit-gib") fit_gib = std::stod(next());
+        else if (a == "--fit-shards") fit_shards = bench::split_list(next());
+        else if (a == "--fit-seqs") fit_seqs = bench::split_list(next());
+        else if (a == "--fit-batches") fit_batches = bench::split_list(next());
+        else if (a == "--no-fit") fit = false;
+        else if (a == "--no-table") table = false;
         else throw error("bench", "unknown option " + a);
     }
     std::vector<recompute_policy> chosen;
@@ -72,7 +181,7 @@ int main(int argc, char** argv) try {
     for (const auto& p : policies) chosen.push_back(parse_recompute_policy(p));
 
     for (const auto& preset : presets)
-        for (const auto& seq : seqs) {
+        for (const auto& seq : table ? seqs : std::vector<std::string>{}) {
             zoo_options zo;
             zo.preset = preset;
             zo.batch = batch;
@@ -118,6 +227,10 @@ int main(int argc, char** argv) try {
                 std::fflush(stdout);
             }
         }
+    if (fit)
+        for (std::size_t k = 0; k < presets.size(); ++k)
+            fit_table(presets[k], std::stoul(fit_shards.at(std::min(k, fit_shards.size() - 1))), fit_gib, fit_seqs,
+                      fit_batches, chosen, seconds, cost);
     return 0;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_llm_policies: %s\n", e.what());
