@@ -168,6 +168,9 @@ int run_zoo(const command& c, const std::vector<std::string>& args) {
               << (*resolved.master_weights && *resolved.dt != memplan::nn::dtype::fp32
                       ? ", fp32 master weights and optimizer state"
                       : "")
+              << (o.shard > 1 ? ", one of " + std::to_string(o.shard) + " ranks (weights, gradients and optimizer "
+                                "state sharded)"
+                              : "")
               << "\n"
               << "persistent:            " << bytes_both(persistent_bytes(g)) << " (weights, optimizer state)\n"
               << "LB, default schedule:  " << bytes_both(lb) << "\n"
