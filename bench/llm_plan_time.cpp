@@ -17,6 +17,7 @@
 //                            [--pareto-seconds 30] [--first-seconds 0.95] [--long-seconds 60]
 //                            [--cost roofline:h100]
 #include "args.hpp"
+#include "remat_run.hpp"
 
 #include <memplan/io/cost_model.hpp>
 #include <memplan/remat/pareto.hpp>
@@ -33,15 +34,10 @@ namespace {
 
 using namespace memplan;
 
-double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+using bench::gib;
 
 remat_result run_auto(const remat_context<graph>& ctx, std::uint64_t budget, double seconds) {
-    remat_options o;
-    o.budget = budget;
-    o.time_limit = seconds;
-    auto r = auto_remat{}.checked(ctx, o);
-    if (r.status == status::error) throw error("bench", "auto: " + r.message);
-    return r;
+    return bench::run_checked(auto_remat{}, ctx, budget, seconds);
 }
 
 std::string overhead_of(const remat_result& r) {

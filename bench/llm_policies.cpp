@@ -23,6 +23,7 @@
 // Prints one markdown table per preset and sequence length. Overheads are
 // against store-all with each op's fastest variant (the same as default here).
 #include "args.hpp"
+#include "remat_run.hpp"
 
 #include <memplan/check/validator.hpp>
 #include <memplan/io/cost_model.hpp>
@@ -41,16 +42,11 @@ namespace {
 
 using namespace memplan;
 
-double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+using bench::gib;
 
 /// joint at `budget` within `seconds`, checked; throws when its plan is invalid.
 remat_result memplan_at(const remat_context<graph>& ctx, std::uint64_t budget, double seconds) {
-    remat_options o;
-    o.budget = budget;
-    o.time_limit = seconds;
-    auto r = joint{}.checked(ctx, o);
-    if (r.status == status::error) throw error("bench", "joint: " + r.message);
-    return r;
+    return bench::run_checked(joint{}, ctx, budget, seconds);
 }
 
 /// The largest batch x sequence within `gib` GiB per policy and per memplan

@@ -10,24 +10,14 @@
 #include <memplan/remat/place.hpp>
 #include <memplan/zoo/zoo.hpp>
 
+#include "support/decoder.hpp"
+
 #include <doctest/doctest.h>
 
 using namespace memplan;
 namespace remat_block_frontier_test {
 
-namespace {
-
-graph tiny_decoder(std::size_t layers) {
-    zoo_options o;
-    o.preset = "tiny";
-    o.llama.layers = layers;
-    o.batch = 2;
-    o.seq = 64;
-    o.cost = cost::cost_model(cost::roofline{nn::h100});
-    return zoo_graph("llama", o);
-}
-
-} // namespace
+using testing::tiny_decoder;
 
 TEST_CASE("remat.block_frontier.one_block_front_replicated") {
     const graph g = tiny_decoder(6);

@@ -7,6 +7,8 @@
 #include <memplan/remat/policy.hpp>
 #include <memplan/zoo/zoo.hpp>
 
+#include "support/decoder.hpp"
+
 #include <doctest/doctest.h>
 
 #include <set>
@@ -17,15 +19,7 @@ namespace remat_policy_test {
 
 namespace {
 
-graph tiny_decoder(std::size_t layers = 4) {
-    zoo_options o;
-    o.preset = "tiny";
-    o.llama.layers = layers;
-    o.batch = 2;
-    o.seq = 64;
-    o.cost = cost::cost_model(cost::roofline{nn::h100});
-    return zoo_graph("llama", o);
-}
+using testing::tiny_decoder;
 
 /// The droppable tensors of block `i` the choice keeps, and its checkpoints, by name.
 std::set<std::string> kept_in_block(const remat_context<graph>& ctx, const remat_choice<graph>& c, int i) {

@@ -33,6 +33,24 @@ zoo_options decoder(std::string preset, std::size_t batch, std::size_t seq) {
     return o;
 }
 
+/// `joint` at half of the way from the minimum to store-all's arena: a plan
+/// within the budget, smaller than store-all's, that the validator accepts.
+void plans_half_way(const graph& g) {
+    const remat_context<graph> ctx(g);
+    const auto all = store_all{}.plan(ctx, {});
+    const auto need = ctx.min_memory().first;
+    REQUIRE(need < all.arena());
+    remat_options ro;
+    ro.budget = need + (all.arena() - need) / 2;
+    ro.time_limit = 5;
+    const auto r = joint{}.plan(ctx, ro);
+    REQUIRE(has_solution(r.status));
+    CHECK(r.arena() <= ro.budget);
+    CHECK(r.arena() < all.arena());
+    const auto rr = check_plan(g, r.plan);
+    CHECK_MESSAGE(rr.ok(), rr.to_string());
+}
+
 } // namespace
 
 TEST_CASE("nn.decoder_layers.shapes_and_saved_tensors") {
@@ -196,20 +214,7 @@ TEST_CASE("zoo.llama.graphs_validate_and_plan") {
         const auto report = check_plan(g, planned.plan);
         CHECK_MESSAGE(report.ok(), report.to_string());
 
-        // Half of the way from the minimum to store-all's arena, by the default planner.
-        const remat_context<graph> ctx(g);
-        const auto all = store_all{}.plan(ctx, {});
-        const auto need = ctx.min_memory().first;
-        REQUIRE(need < all.arena());
-        remat_options ro;
-        ro.budget = need + (all.arena() - need) / 2;
-        ro.time_limit = 5;
-        const auto r = joint{}.plan(ctx, ro);
-        REQUIRE(has_solution(r.status));
-        CHECK(r.arena() <= ro.budget);
-        CHECK(r.arena() < all.arena());
-        const auto rr = check_plan(g, r.plan);
-        CHECK_MESSAGE(rr.ok(), rr.to_string());
+        plans_half_way(g);
     }
 }
 
@@ -263,19 +268,8 @@ TEST_CASE("zoo.llama.sharded_state_is_split_and_gathered_per_layer") {
 
         // Store-all on one rank needs less than unsharded; a plan at half the
         // way to the minimum validates.
-        const remat_context<graph> ctx(g), whole_ctx(whole);
-        const auto all = store_all{}.plan(ctx, {});
-        CHECK(all.arena() < store_all{}.plan(whole_ctx, {}).arena());
-        const auto need = ctx.min_memory().first;
-        REQUIRE(need < all.arena());
-        remat_options ro;
-        ro.budget = need + (all.arena() - need) / 2;
-        ro.time_limit = 5;
-        const auto r = joint{}.plan(ctx, ro);
-        REQUIRE(has_solution(r.status));
-        CHECK(r.arena() <= ro.budget);
-        const auto rr = check_plan(g, r.plan);
-        CHECK_MESSAGE(rr.ok(), rr.to_string());
+        CHECK(store_all{}.plan(g, {}).arena() < store_all{}.plan(whole, {}).arena());
+        plans_half_way(g);
     }
     // The engines run one rank without collectives: a program is refused.
     auto o = decoder("tiny", 2, 64);
