@@ -93,6 +93,7 @@ public:
         const std::size_t pairs = L_ * (L_ + 1) / 2;
         cost_.assign(pairs * (M_ + 1), infinity);
         choice_.assign(pairs * (M_ + 1), 0);
+        first_.assign(pairs, M_ + 1);
         const auto& x = model_;
         for (std::size_t len = 0; len < L_; ++len) {
             if (until.expired()) {
@@ -140,18 +141,23 @@ public:
                     const std::size_t j = k - 1; // the segment run last before the checkpoint
                     fwd_need = std::max(fwd_need, x.d[t] + (j > s ? x.a[j - 1] : 0) + x.ovf_n[j]);
                     fwd_cost += x.f_n[j];
-                    for (std::size_t m = std::max(fwd_need, x.a[j]); m <= M_; ++m) {
-                        const double right = cost(k, t, m - x.a[j]);
-                        if (right == infinity) continue;
-                        const double left = cost(s, j, m);
-                        if (left == infinity) continue;
-                        const double c = fwd_cost + right + left;
+                    // Both parts cost less with more memory, so each is finite
+                    // from its first finite limit on: start there.
+                    const double* right_row = &cost_[at(k, t, 0)];
+                    const double* left_row = &cost_[at(s, j, 0)];
+                    const std::size_t from = std::max({fwd_need, x.a[j], first_of(k, t) + x.a[j], first_of(s, j)});
+                    // An infinite part makes c infinite, which never wins the test below.
+                    for (std::size_t m = from; m <= M_; ++m) {
+                        const double c = fwd_cost + right_row[m - x.a[j]] + left_row[m];
                         if (c < row[m] - 1e-12 * std::max(1.0, c)) {
                             row[m] = c;
                             pick[m] = static_cast<std::uint32_t>(k);
                         }
                     }
                 }
+                std::size_t first = 0;
+                while (first <= M_ && row[first] == infinity) ++first;
+                first_[at(s, t, 0) / (M_ + 1)] = first;
             }
         }
     }
@@ -183,6 +189,9 @@ private:
     static constexpr std::uint32_t keep_all_choice = 0;
     static constexpr std::uint32_t back_choice = 1; // only for s == t; checkpoints are > s >= 1
     static constexpr std::uint32_t option_flag = 1u << 31; // | j: options[s][j], then the rest
+
+    /// The smallest memory limit at which pair (s, t) has a finite cost (M_ + 1: none).
+    std::size_t first_of(std::size_t s, std::size_t t) const { return first_[at(s, t, 0) / (M_ + 1)]; }
 
     std::size_t at(std::size_t s, std::size_t t, std::size_t m) const {
         // Pairs (s, t) with s <= t, grouped by s.
@@ -219,6 +228,7 @@ private:
     std::size_t L_ = 0, M_ = 0;
     bool complete_ = true;
     std::vector<double> cost_;
+    std::vector<std::size_t> first_; ///< per pair: first_of
     std::vector<std::uint32_t> choice_;
 };
 
