@@ -328,6 +328,47 @@ TEST_CASE("alloc.exact.restarts_lower_a_placement_and_stay_valid") {
     CHECK(lowered > 0);
 }
 
+TEST_CASE("alloc.exact.first_fit_passes_are_valid_and_at_the_lowest_gap") {
+    // First fit: each item at the lowest offset where it fits among those
+    // placed before it, so no item could sit lower in that order; the
+    // passes in omnimalloc's orders never raise a placement.
+    std::mt19937_64 rng(43);
+    int lowered = 0;
+    for (int t = 0; t < 12; ++t) {
+        CAPTURE(t);
+        const auto p = random_problem(rng, 300 + rng() % 300, 200, 1000);
+        std::vector<std::size_t> order;
+        for (std::size_t i = 0; i < p.items.size(); ++i) order.push_back(i);
+        std::shuffle(order.begin(), order.end(), rng);
+        auto tree = detail::make_interval_tree(p);
+        std::vector<std::uint64_t> off;
+        REQUIRE(detail::greedy_pass(p, order, tree, off, nullptr, {}, true));
+        CHECK(check_placement(p, off, std::uint64_t{0}).ok());
+        for (std::size_t k = 0; k < order.size(); ++k) {
+            const auto& it = p.items[order[k]];
+            if (!detail::is_live(it) || off[order[k]] == 0) continue;
+            // One byte lower collides with an item placed before it.
+            bool blocked = false;
+            for (std::size_t j = 0; j < k && !blocked; ++j) {
+                const auto& o = p.items[order[j]];
+                const std::uint64_t align = std::max<std::uint64_t>(p.alignment, 1);
+                const auto lo = off[order[j]], hi = off[order[j]] + (o.size + align - 1) / align * align;
+                blocked = it.overlaps_in_time(o) && off[order[k]] - 1 < hi && lo < off[order[k]] - 1 + it.size;
+            }
+            CHECK(blocked);
+        }
+        const auto start = greedy_by_begin{}.place(p);
+        std::vector<std::uint64_t> a = start.offsets;
+        exact e;
+        const bool improved = e.first_fit_passes(p, a, exact::conflict_degrees(p), deadline::after(1));
+        CHECK(check_placement(p, a, std::uint64_t{0}).ok());
+        CHECK(placement_height(p, a) <= start.size);
+        CHECK(improved == (placement_height(p, a) < start.size));
+        lowered += improved;
+    }
+    CHECK(lowered > 0);
+}
+
 TEST_CASE("alloc.greedy_pass_gives_up_at_its_deadline") {
     std::mt19937_64 rng(5);
     const auto p = random_problem(rng, 2000, 100, 50);

@@ -386,6 +386,12 @@ struct exact {
             best_heuristic bh;
             bh.deadline = until;
             heuristic = bh.place(problem);
+            // First-fit passes in omnimalloc's orders may be lower still.
+            if (has_solution(heuristic->status) && heuristic->size > res.bound && restarts &&
+                first_fit_passes(problem, heuristic->offsets, conflict_degrees(problem), until)) {
+                heuristic->size = placement_height(problem, heuristic->offsets);
+                if (heuristic->size <= res.bound) heuristic->status = memplan::status::optimal;
+            }
             if (has_solution(heuristic->status) && heuristic->size <= res.bound) {
                 heuristic->seconds = elapsed();
                 return *heuristic;
@@ -401,7 +407,8 @@ struct exact {
                 res.size = placement_height(problem, res.offsets);
                 res.status = res.size <= res.bound ? memplan::status::optimal : memplan::status::feasible;
                 res.message = std::to_string(pairs) + " buffer pairs overlap in time, too many for the whole "
-                              "search: the heuristics, exact windows around the peak and randomised passes";
+                              "search: the heuristics, first-fit passes, exact windows around the peak and "
+                              "randomised passes";
                 res.seconds = elapsed();
                 return res;
             }
@@ -535,6 +542,77 @@ struct exact {
     bool restarts = true;
     std::uint64_t restart_seed = 1; ///< the passes' random orders (deterministic for a seed)
 
+    /// Three first-fit greedy passes (each item at the lowest gap that fits,
+    /// not the tightest) in the orders of omnimalloc's greedy allocators:
+    /// by conflicts other than itself times size, by size, by conflicts;
+    /// larger first, ties by size, then by index. On dense traces the first
+    /// of them is often lower than every best-fit order. The lowest
+    /// placement replaces `offsets` (true when one was lower); a pass is not
+    /// started when the longest so far would not end by `until`.
+    template <class Size>
+    bool first_fit_passes(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
+                          const std::vector<double>& degree, memplan::deadline until) const {
+        using clock = std::chrono::steady_clock;
+        const Size lb = lower_bound(p);
+        Size best = placement_height(p, offsets);
+        auto tree = detail::make_interval_tree(p);
+        std::vector<std::size_t> live;
+        for (std::size_t i = 0; i < p.items.size(); ++i)
+            if (detail::is_live(p.items[i])) live.push_back(i);
+        bool improved = false;
+        clock::duration longest{0};
+        for (int kind = 0; kind < 3 && best > lb; ++kind) {
+            const auto start = clock::now();
+            if (until.expired() || (!until.unlimited() && start + longest > until.end())) break;
+            auto primary = [&](std::size_t i) {
+                const double others = degree[i] - 1;
+                const double size = static_cast<double>(p.items[i].size);
+                return kind == 0 ? others * size : kind == 1 ? size : others;
+            };
+            std::vector<std::size_t> order = live;
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+                const double ka = primary(a), kb = primary(b);
+                if (ka != kb) return ka > kb;
+                return p.items[a].size > p.items[b].size;
+            });
+            std::vector<Size> trial = offsets;
+            const bool ok = detail::greedy_pass(p, order, tree, trial, nullptr, until, true);
+            longest = std::max(longest, clock::now() - start);
+            if (!ok) continue;
+            const Size h = placement_height(p, trial);
+            if (h < best) {
+                best = h;
+                offsets = std::move(trial);
+                improved = true;
+            }
+        }
+        return improved;
+    }
+
+    /// Conflict degrees by a sweep: per live item, the live items that
+    /// overlap it in time, itself included.
+    template <class Size>
+    static std::vector<double> conflict_degrees(const basic_alloc_problem<Size>& p) {
+        std::vector<std::uint64_t> begins, ends;
+        for (const auto& it : p.items)
+            if (detail::is_live(it)) {
+                begins.push_back(it.begin);
+                ends.push_back(it.end);
+            }
+        std::sort(begins.begin(), begins.end());
+        std::sort(ends.begin(), ends.end());
+        std::vector<double> degree(p.items.size(), 0.0);
+        for (std::size_t i = 0; i < p.items.size(); ++i) {
+            const auto& it = p.items[i];
+            if (!detail::is_live(it)) continue;
+            // The items that begin before i ends, less those that end by the time i begins.
+            const auto started = std::lower_bound(begins.begin(), begins.end(), it.end) - begins.begin();
+            const auto ended = std::upper_bound(ends.begin(), ends.end(), it.begin) - ends.begin();
+            degree[i] = static_cast<double>(started - ended);
+        }
+        return degree;
+    }
+
     /// Passes that use what time is left, until the height is within `gap`
     /// of the lower bound or too little of `until` is left for another pass
     /// (as long as the longest so far); the lowest placement replaces
@@ -563,24 +641,7 @@ struct exact {
         using clock = std::chrono::steady_clock;
         auto tree = detail::make_interval_tree(p);
         const std::vector<std::size_t> by_size = detail::greedy_item_order<alloc_order::by_size_begin>(p);
-        // Conflict degrees by a sweep: the items that begin before i ends,
-        // less those that end by the time i begins (i itself included once).
-        std::vector<std::uint64_t> begins, ends;
-        for (const auto& it : p.items)
-            if (detail::is_live(it)) {
-                begins.push_back(it.begin);
-                ends.push_back(it.end);
-            }
-        std::sort(begins.begin(), begins.end());
-        std::sort(ends.begin(), ends.end());
-        std::vector<double> degree(p.items.size(), 0.0);
-        for (std::size_t i = 0; i < p.items.size(); ++i) {
-            const auto& it = p.items[i];
-            if (!detail::is_live(it)) continue;
-            const auto started = std::lower_bound(begins.begin(), begins.end(), it.end) - begins.begin();
-            const auto ended = std::upper_bound(ends.begin(), ends.end(), it.begin) - ends.begin();
-            degree[i] = static_cast<double>(started - ended);
-        }
+        const std::vector<double> degree = conflict_degrees(p);
         std::mt19937_64 rng(restart_seed);
         std::uniform_real_distribution<double> unit(0.0, 1.0);
         std::vector<double> key(p.items.size(), 0.0);

@@ -155,9 +155,12 @@ basic_alloc_result<Size> run_pass(const basic_alloc_problem<Size>& p, Fill&& fil
 /// tops are multiples of the alignment, so gap starts are too.
 template <class Size>
 struct gap_sweep {
-    explicit gap_sweep(Size item_size) noexcept : size(item_size) {}
+    explicit gap_sweep(Size item_size, bool lowest = false) noexcept : size(item_size), first_fit(lowest) {}
 
     Size size;      ///< aligned size of the item being placed, > 0
+    /// The lowest gap that fits rather than the tightest (first fit, as
+    /// omnimalloc's greedy passes place): the first one found ends the search.
+    bool first_fit = false;
     Size reach = 0; ///< highest top visited so far
     Size best_offset = 0;
     /// A gap of length len fits better than the best so far exactly when
@@ -175,7 +178,7 @@ struct gap_sweep {
         found = true;
         best_offset = at;
         slack = d;
-        return d == 0;
+        return d == 0 || first_fit;
     }
     /// One placed range at `off`, visited in offset order.
     bool visit(Size off, Size top) noexcept {
@@ -270,11 +273,12 @@ merge_rest(const std::vector<typename interval_tree<Size>::run>& runs, std::size
 /// `offsets` holds on entry and are placed first, as obstacles (they must
 /// not overlap one another); `order` then lists the others. With `stop`,
 /// a pass still running when it passes gives up (checked every 256 items)
-/// and returns false, its offsets incomplete.
+/// and returns false, its offsets incomplete. With `first_fit`, each item
+/// goes to the lowest gap that fits instead of the tightest.
 template <class Size>
 bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size_t>& order, interval_tree<Size>& tree,
                  std::vector<Size>& offsets, const std::vector<char>* pinned = nullptr,
-                 memplan::deadline stop = {}) {
+                 memplan::deadline stop = {}, bool first_fit = false) {
     tree.clear();
     if (pinned) {
         offsets.resize(p.items.size(), Size{0});
@@ -308,7 +312,7 @@ bool greedy_pass(const basic_alloc_problem<Size>& p, const std::vector<std::size
             if (runs[k].size() > runs[big].size()) big = k;
         const std::span<const range> rest = runs.empty() ? std::span<const range>{} : merge_rest(runs, big, scratch);
 
-        gap_sweep<Size> sw(size);
+        gap_sweep<Size> sw(size, first_fit);
         if (!runs.empty() && !runs[big].filtered()) {
             // Merge: the big run's ranges up to each rest range, then that range.
             // Its ranges are pairwise disjoint: a node's items all overlap in
