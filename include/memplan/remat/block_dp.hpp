@@ -274,7 +274,10 @@ struct block_dp : remat_planner<block_dp> {
             const memplan::deadline by = k + 1 == sizes.size() ? until : until.share(size_shares[k]);
             detail::graph_chain<Graph> chain(ctx, seg, fastest_variants(ctx.graph()));
             const auto stats = add_block_options(ctx, opt, chain, by.share(blocks_share));
-            auto r = detail::plan_on_chain(ctx, opt.until(by), chain, slots, first_pass_share, exact_share, name);
+            // The program over the blocks always runs to the end: the blocks'
+            // plans, which took the time, are its options.
+            auto r = detail::plan_on_chain(ctx, opt.until(by), chain, slots, first_pass_share, exact_share, name,
+                                           false);
             const std::string summary = std::to_string(stats.blocks) + " blocks (" + std::to_string(stats.solved) +
                                         " solved, identical ones once; " + std::to_string(stats.options) +
                                         " block plans)";

@@ -488,11 +488,14 @@ namespace detail {
 /// `slots` slots and then finer around where the arena crosses the budget
 /// (`zoom_share` of the time: the finer pass starts only before it is
 /// spent), and, when no limit fits, the exact placement of the smallest plan
-/// with `exact_share` of what is left.
+/// with `exact_share` of what is left. The program itself stops at the
+/// deadline (then there is no plan) unless `program_stops_at_deadline` is
+/// false.
 template <class Graph>
 basic_remat_result<typename Graph::size_type, typename Graph::id_type>
 plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const graph_chain<Graph>& chain,
-              std::size_t slots, double zoom_share, double exact_share, std::string_view name) {
+              std::size_t slots, double zoom_share, double exact_share, std::string_view name,
+              bool program_stops_at_deadline = true) {
     const stopwatch watch;
     using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
     basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
@@ -536,7 +539,7 @@ plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const g
         const std::size_t slot = std::max<std::size_t>((range + S - 1) / S, 1);
         const auto model = chain.in_slots(slot);
         const std::size_t top = graph_chain<Graph>::keep_all_need(model);
-        const chain_solver dp(model, top, until);
+        const chain_solver dp(model, top, program_stops_at_deadline ? until : memplan::deadline{});
         if (!dp.complete()) break;
         std::size_t lo = dp.min_memory(), hi = top;
         if (lo > top) break;
