@@ -342,6 +342,50 @@ private:
     std::vector<std::uint64_t> begins_, ends_, times_;
 };
 
+/// Greedy passes over one problem, keeping the lowest placement: `offsets`
+/// (a valid placement on entry, or empty: none yet) is replaced by each
+/// lower one. A pass is not started when the longest so far would not end
+/// by `until`.
+template <class Size>
+class lowest_pass {
+public:
+    lowest_pass(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets, memplan::deadline until)
+        : p_(p), offsets_(offsets), until_(until), tree_(make_interval_tree(p)),
+          best_(offsets.size() == p.items.size() ? placement_height(p, offsets) : std::numeric_limits<Size>::max()) {}
+
+    /// Whether another pass may start; its time counts from here.
+    bool may_start() {
+        start_ = clock::now();
+        return !until_.expired() && (until_.unlimited() || start_ + longest_ <= until_.end());
+    }
+    /// One pass over `order` (see `greedy_pass`; pinned items keep their
+    /// current offsets), kept when lower.
+    void run(const std::vector<std::size_t>& order, const std::vector<char>* pinned = nullptr, bool first_fit = false) {
+        std::vector<Size> trial = offsets_;
+        const bool ok = greedy_pass(p_, order, tree_, trial, pinned, until_, first_fit);
+        longest_ = std::max(longest_, clock::now() - start_);
+        if (!ok) return;
+        const Size h = placement_height(p_, trial);
+        if (h >= best_) return;
+        best_ = h;
+        offsets_ = std::move(trial);
+        improved_ = true;
+    }
+    Size best() const noexcept { return best_; }
+    bool improved() const noexcept { return improved_; }
+
+private:
+    using clock = std::chrono::steady_clock;
+    const basic_alloc_problem<Size>& p_;
+    std::vector<Size>& offsets_;
+    memplan::deadline until_;
+    interval_tree<Size> tree_;
+    Size best_;
+    bool improved_ = false;
+    clock::time_point start_{};
+    clock::duration longest_{0};
+};
+
 } // namespace detail
 
 struct exact {
@@ -383,15 +427,31 @@ struct exact {
         // of its own) instead of the whole search.
         std::optional<basic_alloc_result<Size>> heuristic;
         if (cap == 0) {
+            // First-fit passes in omnimalloc's orders, the one most often
+            // lowest before the best-fit orders (which on dense traces of
+            // tens of thousands of buffers can take seconds), the others after.
+            std::vector<double> degree;
+            std::vector<Size> first_fit;
+            if (restarts) {
+                degree = conflict_degrees(problem);
+                first_fit_passes(problem, first_fit, degree, until, 0, 1);
+            }
             best_heuristic bh;
             bh.deadline = until;
             heuristic = bh.place(problem);
-            // First-fit passes in omnimalloc's orders may be lower still.
-            if (has_solution(heuristic->status) && heuristic->size > res.bound && restarts &&
-                first_fit_passes(problem, heuristic->offsets, conflict_degrees(problem), until)) {
+            auto lower = [&] {
                 heuristic->size = placement_height(problem, heuristic->offsets);
-                if (heuristic->size <= res.bound) heuristic->status = memplan::status::optimal;
+                heuristic->status = heuristic->size <= res.bound ? memplan::status::optimal : memplan::status::feasible;
+                heuristic->message.clear();
+            };
+            if (first_fit.size() == problem.items.size() &&
+                (!has_solution(heuristic->status) || placement_height(problem, first_fit) < heuristic->size)) {
+                heuristic->offsets = std::move(first_fit);
+                lower();
             }
+            if (has_solution(heuristic->status) && heuristic->size > res.bound && restarts &&
+                first_fit_passes(problem, heuristic->offsets, degree, until, 1, 3))
+                lower();
             if (has_solution(heuristic->status) && heuristic->size <= res.bound) {
                 heuristic->seconds = elapsed();
                 return *heuristic;
@@ -542,28 +602,24 @@ struct exact {
     bool restarts = true;
     std::uint64_t restart_seed = 1; ///< the passes' random orders (deterministic for a seed)
 
-    /// Three first-fit greedy passes (each item at the lowest gap that fits,
-    /// not the tightest) in the orders of omnimalloc's greedy allocators:
-    /// by conflicts other than itself times size, by size, by conflicts;
-    /// larger first, ties by size, then by index. On dense traces the first
-    /// of them is often lower than every best-fit order. The lowest
-    /// placement replaces `offsets` (true when one was lower); a pass is not
-    /// started when the longest so far would not end by `until`.
+    /// First-fit greedy passes (each item at the lowest gap that fits, not
+    /// the tightest) in the orders of omnimalloc's greedy allocators, kinds
+    /// [`from`, `to`) of: 0 by conflicts other than itself times size, 1 by
+    /// size, 2 by conflicts; larger first, ties by size, then by index. On
+    /// dense traces the first is often lower than every best-fit order. The
+    /// lowest placement replaces `offsets` (true when one was lower; an
+    /// empty `offsets` is no placement yet); a pass is not started when the
+    /// longest so far would not end by `until`.
     template <class Size>
     bool first_fit_passes(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
-                          const std::vector<double>& degree, memplan::deadline until) const {
-        using clock = std::chrono::steady_clock;
+                          const std::vector<double>& degree, memplan::deadline until, int from = 0,
+                          int to = 3) const {
         const Size lb = lower_bound(p);
-        Size best = placement_height(p, offsets);
-        auto tree = detail::make_interval_tree(p);
+        detail::lowest_pass<Size> passes(p, offsets, until);
         std::vector<std::size_t> live;
         for (std::size_t i = 0; i < p.items.size(); ++i)
             if (detail::is_live(p.items[i])) live.push_back(i);
-        bool improved = false;
-        clock::duration longest{0};
-        for (int kind = 0; kind < 3 && best > lb; ++kind) {
-            const auto start = clock::now();
-            if (until.expired() || (!until.unlimited() && start + longest > until.end())) break;
+        for (int kind = from; kind < to && passes.best() > lb && passes.may_start(); ++kind) {
             auto primary = [&](std::size_t i) {
                 const double others = degree[i] - 1;
                 const double size = static_cast<double>(p.items[i].size);
@@ -575,18 +631,9 @@ struct exact {
                 if (ka != kb) return ka > kb;
                 return p.items[a].size > p.items[b].size;
             });
-            std::vector<Size> trial = offsets;
-            const bool ok = detail::greedy_pass(p, order, tree, trial, nullptr, until, true);
-            longest = std::max(longest, clock::now() - start);
-            if (!ok) continue;
-            const Size h = placement_height(p, trial);
-            if (h < best) {
-                best = h;
-                offsets = std::move(trial);
-                improved = true;
-            }
+            passes.run(order, nullptr, true);
         }
-        return improved;
+        return passes.improved();
     }
 
     /// Conflict degrees by a sweep: per live item, the live items that
@@ -633,13 +680,12 @@ struct exact {
     bool improve_by_restarts(const basic_alloc_problem<Size>& p, std::vector<Size>& offsets,
                              const std::vector<char>& pinned, memplan::deadline until, double rel_gap) const {
         const Size lb = lower_bound(p);
-        Size best = placement_height(p, offsets);
+        detail::lowest_pass<Size> passes(p, offsets, until);
         auto close_enough = [&] {
+            const Size best = passes.best();
             return static_cast<double>(best - std::min(best, lb)) <= rel_gap * static_cast<double>(best);
         };
-        if (best <= lb || close_enough()) return false;
-        using clock = std::chrono::steady_clock;
-        auto tree = detail::make_interval_tree(p);
+        if (passes.best() <= lb || close_enough()) return false;
         const std::vector<std::size_t> by_size = detail::greedy_item_order<alloc_order::by_size_begin>(p);
         const std::vector<double> degree = conflict_degrees(p);
         std::mt19937_64 rng(restart_seed);
@@ -648,17 +694,13 @@ struct exact {
         std::vector<std::size_t> order;
         std::vector<char> fixed(p.items.size(), 0);
         constexpr std::array<double, 6> slabs{0.01, 0.02, 0.05, 0.1, 0.2, 0.4};
-        bool improved = false;
-        clock::duration longest{0};
-        for (std::uint64_t pass = 0; !close_enough(); ++pass) {
-            const auto start = clock::now();
-            if (until.expired() || (!until.unlimited() && start + longest > until.end())) break;
+        for (std::uint64_t pass = 0; !close_enough() && passes.may_start(); ++pass) {
             const int kind = static_cast<int>(pass % 4);
             const std::vector<char>* pin = nullptr;
             order.clear();
             if (kind == 0) {
                 const double share = slabs[(pass / 4) % slabs.size()];
-                const auto floor = static_cast<double>(best) * (1.0 - share);
+                const auto floor = static_cast<double>(passes.best()) * (1.0 - share);
                 for (std::size_t i = 0; i < p.items.size(); ++i)
                     fixed[i] = !(detail::is_live(p.items[i]) &&
                                  static_cast<double>(offsets[i]) + static_cast<double>(p.items[i].size) > floor);
@@ -675,18 +717,9 @@ struct exact {
                 key[i] = static_cast<double>(p.items[i].size) * weight * (1.0 + jitter * unit(rng)) * (1.0 + 1e-9 * unit(rng));
             }
             std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
-            std::vector<Size> trial = offsets;
-            const bool ok = detail::greedy_pass(p, order, tree, trial, pin, until);
-            longest = std::max(longest, clock::now() - start);
-            if (!ok) continue;
-            const Size h = placement_height(p, trial);
-            if (h < best) {
-                best = h;
-                offsets = std::move(trial);
-                improved = true;
-            }
+            passes.run(order, pin);
         }
-        return improved;
+        return passes.improved();
     }
 
     /// Exact windows (ours, after the "solve windows around the peak and
