@@ -207,6 +207,12 @@ int main(int argc, char** argv) {
             for (const char* policy : {"none", "full"})
                 all.push_back(saved(dir, std::string(preset) + "-" + policy, llm_buffers(preset, policy)));
 
+    struct verdict {
+        std::string trace;
+        std::uint64_t ours = 0, peer = 0; // auto's height; the peers' lowest (0: none ran)
+        std::string peer_name;
+    };
+    std::vector<verdict> verdicts;
     std::string joined;
     for (const auto& tr : all) {
         const auto& p = tr.problem;
@@ -243,6 +249,13 @@ int main(int argc, char** argv) {
             }
         }
         const std::string& name = tr.name;
+        verdict v{name, rows[3].height, 0, ""};
+        for (const auto& r : rows)
+            if (r.note == "peer" && r.height && (v.peer == 0 || r.height < v.peer)) {
+                v.peer = r.height;
+                v.peer_name = r.allocator;
+            }
+        verdicts.push_back(v);
         for (const auto& r : rows) {
             char ratio[32] = "-";
             if (r.height) std::snprintf(ratio, sizeof ratio, "%.6f", static_cast<double>(r.height) / static_cast<double>(lb));
@@ -253,6 +266,26 @@ int main(int argc, char** argv) {
     }
 
     if (keep.empty()) std::filesystem::remove_all(dir);
+    if (peer) {
+        // The claim checked in bytes, not in rounded ratios.
+        std::printf("\n## auto against the peers' lowest, in bytes\n\n"
+                    "| trace | auto | peers' lowest | auto - peer | |\n|---|---:|---:|---:|---|\n");
+        std::size_t lower = 0, equal = 0, higher = 0;
+        for (const auto& v : verdicts) {
+            if (v.peer == 0) {
+                std::printf("| %s | %llu | - | - | no peer result |\n", v.trace.c_str(),
+                            static_cast<unsigned long long>(v.ours));
+                continue;
+            }
+            const auto diff = static_cast<long long>(v.ours) - static_cast<long long>(v.peer);
+            const char* word = diff < 0 ? "lower" : diff == 0 ? "equal" : "HIGHER";
+            (diff < 0 ? lower : diff == 0 ? equal : higher) += 1;
+            std::printf("| %s | %llu | %llu (%s) | %+lld | %s |\n", v.trace.c_str(),
+                        static_cast<unsigned long long>(v.ours), static_cast<unsigned long long>(v.peer),
+                        v.peer_name.c_str(), diff, word);
+        }
+        std::printf("\nauto lower on %zu traces, equal on %zu, higher on %zu\n", lower, equal, higher);
+    }
     if (!minimalloc) return 0;
     std::printf("\n## MiniMalloc's challenging set\n\nexact, decision mode at capacity 1,048,576 (as MiniMalloc "
                 "runs it), time limit 60 s; time = the search's own\n\n"
