@@ -54,12 +54,7 @@ int main(int argc, char** argv) try {
     std::size_t seq = 4096, batch = 1;
     double pareto_seconds = 30, first_seconds = 0.95, long_seconds = 60;
     std::string cost = "roofline:h100";
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) throw error("bench", "option " + a + " needs a value");
-            return argv[++i];
-        };
+    bench::parse_options(argc, argv, [&](const std::string& a, auto&& next) {
         if (a == "--presets") presets = bench::split_list(next());
         else if (a == "--seq") seq = std::stoul(next());
         else if (a == "--batch") batch = std::stoul(next());
@@ -67,8 +62,9 @@ int main(int argc, char** argv) try {
         else if (a == "--long-seconds") long_seconds = std::stod(next());
         else if (a == "--first-seconds") first_seconds = std::stod(next());
         else if (a == "--cost") cost = next();
-        else throw error("bench", "unknown option " + a);
-    }
+        else return false;
+        return true;
+    });
     for (const auto& preset : presets) {
         zoo_options zo;
         zo.preset = preset;

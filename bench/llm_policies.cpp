@@ -151,12 +151,7 @@ int main(int argc, char** argv) try {
     std::vector<std::string> fit_shards{"8", "64"}, fit_seqs{"4096", "8192", "16384", "32768"},
         fit_batches{"1", "2", "4", "8", "16"};
     bool fit = true, table = true;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) throw error("bench", "option " + a + " needs a value");
-            return argv[++i];
-        };
+    bench::parse_options(argc, argv, [&](const std::string& a, auto&& next) {
         if (a == "--presets") presets = bench::split_list(next());
         else if (a == "--seqs") seqs = bench::split_list(next());
         else if (a == "--policies") policies = bench::split_list(next());
@@ -170,8 +165,9 @@ int main(int argc, char** argv) try {
         else if (a == "--fit-batches") fit_batches = bench::split_list(next());
         else if (a == "--no-fit") fit = false;
         else if (a == "--no-table") table = false;
-        else throw error("bench", "unknown option " + a);
-    }
+        else return false;
+        return true;
+    });
     std::vector<recompute_policy> chosen;
     if (policies.empty()) chosen = standard_recompute_policies();
     for (const auto& p : policies) chosen.push_back(parse_recompute_policy(p));
