@@ -301,72 +301,83 @@ TEST_CASE("alloc.exact.minimalloc_challenging") {
     }
 }
 
-TEST_CASE("alloc.exact.restarts_lower_a_placement_and_stay_valid") {
-    // From a poor valid placement (greedy by start time), the randomised
-    // passes the large instances get: valid, never higher than the start,
-    // never below the bound, the same for the same seed.
-    std::mt19937_64 rng(41);
+namespace {
+
+/// From a poor valid placement (greedy by start time) of 12 random problems,
+/// `improve(p, offsets)` (true when it lowered them) leaves a valid
+/// placement, never higher than the start nor below the bound, says truly
+/// whether it lowered it, and lowers at least one. `also(p, start, rng)`
+/// checks more on each problem.
+template <class Improve, class Also>
+void check_lowering(std::uint64_t seed, Improve improve, Also also) {
+    std::mt19937_64 rng(seed);
     int lowered = 0;
     for (int t = 0; t < 12; ++t) {
         CAPTURE(t);
         const auto p = random_problem(rng, 300 + rng() % 300, 200, 1000);
         const auto start = greedy_by_begin{}.place(p);
         require_valid(p, start);
-        exact e;
-        std::vector<std::uint64_t> a = start.offsets, b = start.offsets;
-        const bool improved = e.improve_by_restarts(p, a, {}, deadline::after(0.2), 0.0);
+        std::vector<std::uint64_t> a = start.offsets;
+        const bool improved = improve(p, a);
         CHECK(check_placement(p, a, std::uint64_t{0}).ok());
         const auto h = placement_height(p, a);
         CHECK(h <= start.size);
         CHECK(h >= lower_bound(p));
         CHECK(improved == (h < start.size));
         lowered += improved;
-        // With the gap met at once no pass runs and nothing changes.
-        (void)e.improve_by_restarts(p, b, {}, deadline::after(0.2), 1.0);
-        CHECK(b == start.offsets);
+        also(p, start, rng);
     }
     CHECK(lowered > 0);
 }
 
+} // namespace
+
+TEST_CASE("alloc.exact.restarts_lower_a_placement_and_stay_valid") {
+    // The randomised passes the large instances get; with the gap met at
+    // once no pass runs and nothing changes.
+    const exact e;
+    check_lowering(
+        41, [&](const alloc_problem& p, std::vector<std::uint64_t>& off) {
+            return e.improve_by_restarts(p, off, {}, deadline::after(0.2), 0.0);
+        },
+        [&](const alloc_problem& p, const alloc_result& start, std::mt19937_64&) {
+            std::vector<std::uint64_t> b = start.offsets;
+            (void)e.improve_by_restarts(p, b, {}, deadline::after(0.2), 1.0);
+            CHECK(b == start.offsets);
+        });
+}
+
 TEST_CASE("alloc.exact.first_fit_passes_are_valid_and_at_the_lowest_gap") {
-    // First fit: each item at the lowest offset where it fits among those
-    // placed before it, so no item could sit lower in that order; the
-    // passes in omnimalloc's orders never raise a placement.
-    std::mt19937_64 rng(43);
-    int lowered = 0;
-    for (int t = 0; t < 12; ++t) {
-        CAPTURE(t);
-        const auto p = random_problem(rng, 300 + rng() % 300, 200, 1000);
-        std::vector<std::size_t> order;
-        for (std::size_t i = 0; i < p.items.size(); ++i) order.push_back(i);
-        std::shuffle(order.begin(), order.end(), rng);
-        auto tree = detail::make_interval_tree(p);
-        std::vector<std::uint64_t> off;
-        REQUIRE(detail::greedy_pass(p, order, tree, off, nullptr, {}, true));
-        CHECK(check_placement(p, off, std::uint64_t{0}).ok());
-        for (std::size_t k = 0; k < order.size(); ++k) {
-            const auto& it = p.items[order[k]];
-            if (!detail::is_live(it) || off[order[k]] == 0) continue;
-            // One byte lower collides with an item placed before it.
-            bool blocked = false;
-            for (std::size_t j = 0; j < k && !blocked; ++j) {
-                const auto& o = p.items[order[j]];
-                const std::uint64_t align = std::max<std::uint64_t>(p.alignment, 1);
-                const auto lo = off[order[j]], hi = off[order[j]] + (o.size + align - 1) / align * align;
-                blocked = it.overlaps_in_time(o) && off[order[k]] - 1 < hi && lo < off[order[k]] - 1 + it.size;
+    // The passes in omnimalloc's orders never raise a placement. First fit:
+    // each item at the lowest offset where it fits among those placed
+    // before it, so no item could sit lower in that order.
+    const exact e;
+    check_lowering(
+        43, [&](const alloc_problem& p, std::vector<std::uint64_t>& off) {
+            return e.first_fit_passes(p, off, exact::conflict_degrees(p), deadline::after(1));
+        },
+        [](const alloc_problem& p, const alloc_result&, std::mt19937_64& rng) {
+            std::vector<std::size_t> order;
+            for (std::size_t i = 0; i < p.items.size(); ++i) order.push_back(i);
+            std::shuffle(order.begin(), order.end(), rng);
+            auto tree = detail::make_interval_tree(p);
+            std::vector<std::uint64_t> off;
+            REQUIRE(detail::greedy_pass(p, order, tree, off, nullptr, {}, true));
+            CHECK(check_placement(p, off, std::uint64_t{0}).ok());
+            const std::uint64_t align = std::max<std::uint64_t>(p.alignment, 1);
+            for (std::size_t k = 0; k < order.size(); ++k) {
+                const auto& it = p.items[order[k]];
+                if (!detail::is_live(it) || off[order[k]] == 0) continue;
+                // One byte lower collides with an item placed before it.
+                bool blocked = false;
+                for (std::size_t j = 0; j < k && !blocked; ++j) {
+                    const auto& o = p.items[order[j]];
+                    const auto lo = off[order[j]], hi = off[order[j]] + (o.size + align - 1) / align * align;
+                    blocked = it.overlaps_in_time(o) && off[order[k]] - 1 < hi && lo < off[order[k]] - 1 + it.size;
+                }
+                CHECK(blocked);
             }
-            CHECK(blocked);
-        }
-        const auto start = greedy_by_begin{}.place(p);
-        std::vector<std::uint64_t> a = start.offsets;
-        exact e;
-        const bool improved = e.first_fit_passes(p, a, exact::conflict_degrees(p), deadline::after(1));
-        CHECK(check_placement(p, a, std::uint64_t{0}).ok());
-        CHECK(placement_height(p, a) <= start.size);
-        CHECK(improved == (placement_height(p, a) < start.size));
-        lowered += improved;
-    }
-    CHECK(lowered > 0);
+        });
 }
 
 TEST_CASE("alloc.greedy_pass_gives_up_at_its_deadline") {
