@@ -112,3 +112,45 @@ TEST_CASE("budget.parse") {
         CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
                   .find("option --budget: expected bytes") != std::string::npos);
 }
+
+TEST_CASE("budget.parse_saved_fraction") {
+    const auto s = parse_budget("b", "saved:0.25");
+    REQUIRE(s.saved);
+    CHECK(*s.saved == 0.25);
+    CHECK(!s.percent);
+    CHECK(parse_budget("b", "saved:1").saved == 1.0);
+    for (const char* bad : {"saved:0", "saved:1.5", "saved:", "saved:x", "saved:-0.5", "saved:0.5GiB", "saved:nan"})
+        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
+                  .find("option --budget: saved:F wants a fraction F in (0, 1]") != std::string::npos);
+    // Only the arena known: saved:F has nothing to refer to.
+    CHECK(testing::message_of([&] { (void)s.of(1000); }).find("saved:F needs") != std::string::npos);
+}
+
+TEST_CASE("budget.resolved_for_the_peak_and_for_the_boundary") {
+    const budget_reference r{10000, 1000, 4000}; // store-all: arena, resident, kept
+    const auto bytes = parse_budget("b", "3000");
+    const auto pct = parse_budget("b", "40%");
+    const auto saved = parse_budget("b", "saved:0.25");
+    // The arena: bytes as given, P% of store-all's arena, its arena less (1 - F) of what it keeps.
+    CHECK(bytes.of(r) == 3000);
+    CHECK(pct.of(r) == 4000);
+    CHECK(saved.of(r) == 10000 - 3000);
+    CHECK(parse_budget("b", "saved:1").of(r) == 10000);
+    CHECK(pct.of(r) == pct.of(std::uint64_t{10000})); // the one-number form, for callers that know only the arena
+    // The bytes at the boundary: resident + bytes saved, P% of resident + kept, resident + F kept.
+    CHECK(bytes.of(r, budget_on::saved) == 4000);
+    CHECK(pct.of(r, budget_on::saved) == 2000);
+    CHECK(saved.of(r, budget_on::saved) == 2000);
+    CHECK(parse_budget("b", "saved:1").of(r, budget_on::saved) == 5000);
+    CHECK(parse_budget("b", "18446744073709551615").of(r, budget_on::saved) == UINT64_MAX); // saturates
+    // Rounded down.
+    CHECK(parse_budget("b", "saved:0.3333").of({10, 0, 10}, budget_on::saved) == 3);
+}
+
+TEST_CASE("budget.on_parse") {
+    CHECK(parse_budget_on("b", "peak") == budget_on::peak);
+    CHECK(parse_budget_on("b", "saved") == budget_on::saved);
+    CHECK(to_string(budget_on::saved) == "saved");
+    CHECK(testing::message_of([] { parse_budget_on("option --budget-on", "arena"); })
+              .find("option --budget-on: expected peak or saved, got 'arena'") != std::string::npos);
+}
