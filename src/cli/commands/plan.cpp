@@ -5,6 +5,7 @@
 #include <memplan/io/plan_json.hpp>
 #include <memplan/plan/bounds.hpp>
 #include <memplan/remat/bound.hpp>
+#include <memplan/remat/boundary.hpp>
 #include <memplan/remat/budget.hpp>
 #include <memplan/remat/policy.hpp>
 
@@ -42,16 +43,37 @@ std::size_t recomputed_steps(const memplan::graph& g, const memplan::remat_resul
     return r.plan.steps.size() >= g.num_ops() ? r.plan.steps.size() - g.num_ops() : 0;
 }
 
+/// What a budget was resolved to and against, for the reports.
+struct budget_figures {
+    memplan::budget_on on = memplan::budget_on::peak;
+    std::uint64_t bound = 0;          ///< peak: the arena's bound; saved: the bound on the bytes at the boundary
+    std::uint64_t planner_budget = 0; ///< what the planner ran under (saved: bound + room)
+    std::uint64_t room = 0;           ///< saved: boundary_memory_graph's room
+    std::uint64_t store_all = 0;      ///< the store-all arena of the graph planned
+    memplan::boundary_live store_all_at; ///< store-all's bytes at the boundary
+    memplan::boundary_live plan_at;      ///< the plan's, when it fits
+
+    bool saved() const noexcept { return on == memplan::budget_on::saved; }
+};
+
 /// `plan --budget`'s report for people.
 void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
-                      std::uint64_t budget, std::uint64_t store_all, const std::optional<std::string>& output) {
+                      const budget_figures& b, const std::optional<std::string>& output) {
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
               << "planner:       " << who << "\n"
               << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
-              << "\n"
-              << "budget:        " << bytes_both(budget) << ", " << percent(ratio(budget, store_all), 1)
-              << " of store-all\n"
-              << "store-all:     " << bytes_both(store_all) << "\n";
+              << "\n";
+    if (b.saved())
+        std::cout << "budget:        " << bytes_both(b.bound) << " at the boundary, "
+                  << percent(ratio(b.bound, b.store_all_at.total()), 1) << " of what store-all holds there\n"
+                  << "room:          " << bytes_both(b.room) << "; the planner's budget: "
+                  << bytes_both(b.planner_budget) << "\n";
+    else
+        std::cout << "budget:        " << bytes_both(b.bound) << ", " << percent(ratio(b.bound, b.store_all), 1)
+                  << " of store-all\n";
+    std::cout << "store-all:     " << bytes_both(b.store_all) << "\n"
+              << "boundary:      resident " << bytes_both(b.store_all_at.resident) << "; store-all keeps "
+              << bytes_both(b.store_all_at.kept) << "\n";
     if (!fits) {
         std::cout << "any schedule:  " << bytes_both(r.bound)
                   << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n";
@@ -60,8 +82,10 @@ void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, c
         if (output) std::cout << "nothing written\n";
         return;
     }
-    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), store_all), 1)
+    std::cout << "arena:         " << bytes_both(r.arena()) << ", " << percent(ratio(r.arena(), b.store_all), 1)
               << " of store-all\n"
+              << "kept:          " << bytes_both(b.plan_at.kept) << " across the boundary, "
+              << percent(ratio(b.plan_at.kept, b.store_all_at.kept), 1) << " of store-all's\n"
               << "overhead:      " << signed_percent(r.overhead()) << " (cost " << memplan::cli::fixed(r.cost, 1)
               << " vs store-all, fastest variants " << memplan::cli::fixed(r.fastest_cost, 1) << "; "
               << signed_percent(r.default_variant_overhead()) << " vs store-all, default variants "
@@ -79,13 +103,23 @@ void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, c
 
 /// The same report as one JSON object (--json): bytes, seconds, overheads as fractions.
 void print_remat_json(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
-                      std::uint64_t budget, std::uint64_t store_all, const std::optional<std::string>& output) {
-    nlohmann::json j{{"graph", g.name()},     {"ops", g.num_ops()},     {"planner", who},
-                     {"status", memplan::to_string(r.status)},          {"fits", fits},
-                     {"budget", budget},    {"store_all", store_all}, {"seconds", r.seconds},
+                      const budget_figures& b, const std::optional<std::string>& output) {
+    nlohmann::json j{{"graph", g.name()},
+                     {"ops", g.num_ops()},
+                     {"planner", who},
+                     {"status", memplan::to_string(r.status)},
+                     {"fits", fits},
+                     {"budget_on", memplan::to_string(b.on)},
+                     {"budget", b.bound},
+                     {"store_all", b.store_all},
+                     {"resident", b.store_all_at.resident},
+                     {"store_all_kept", b.store_all_at.kept},
+                     {"seconds", r.seconds},
                      {"costs", cost_label(g)}};
+    if (b.saved()) j.update({{"room", b.room}, {"planner_budget", b.planner_budget}});
     if (fits) {
         j.update({{"arena", r.arena()},
+                  {"kept", b.plan_at.kept},
                   {"overhead", r.overhead()},
                   {"cost", r.cost},
                   {"fastest_cost", r.fastest_cost},
@@ -103,6 +137,12 @@ void print_remat_json(const memplan::graph& g, const memplan::remat_result& r, c
     std::cout << j.dump(2) << "\n";
 }
 
+/// --budget-on: what the budget bounds (peak when not given).
+memplan::budget_on budget_on_value(const parsed_args& a) {
+    const auto v = a.value("--budget-on");
+    return v ? memplan::parse_budget_on("option --budget-on", *v) : memplan::budget_on::peak;
+}
+
 int run_plan_remat(const parsed_args& a) {
     for (auto key : {"--alloc", "--order"})
         if (a.has(key))
@@ -114,28 +154,44 @@ int run_plan_remat(const parsed_args& a) {
         throw memplan::error("cli", "give --policy (a hand-written policy's plan) or --remat (a planner), not both");
     const auto budget_spec = a.has("--budget") ? memplan::parse_budget("option --budget", a.required("--budget"))
                                                : memplan::parse_budget("option --budget", "100%");
+    budget_figures fig;
+    fig.on = budget_on_value(a);
+    if (policy && fig.saved())
+        throw memplan::error("cli", "option --budget-on saved cannot be combined with --policy (a policy's plan is "
+                                    "made for the whole step; its budget bounds the arena)");
     memplan::policy_planner by_policy;
     if (policy) by_policy.policy = memplan::parse_recompute_policy(*policy);
     const auto name = policy ? std::string("policy") : remat_option_value(a); // checks --remat and --solver
     const auto solver = a.value_or("--solver", "");
     memplan::remat_options opt;
-    opt.alignment = a.integer_or("--alignment", default_alignment, 1);
+    // A budget on saved bytes counts bytes, not padding: offsets unaligned unless asked for.
+    opt.alignment = a.integer_or("--alignment", fig.saved() ? 1 : default_alignment, 1);
     const auto until = command_deadline(a);
     opt.time_limit = until;
-    const auto g = memplan::read_graph_json(a.positional[0]);
-    if (g.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
+    const auto given = memplan::read_graph_json(a.positional[0]);
+    if (given.num_ops() == 0) throw memplan::error("cli", a.positional[0] + ": the graph has no ops to plan");
+    // Under --budget-on saved the planner plans the boundary memory graph:
+    // its room makes a plan within bound + room hold at most the bound at the boundary.
+    std::optional<memplan::boundary_graph<memplan::graph>> bounded;
+    if (fig.saved()) bounded = memplan::boundary_memory_graph(given);
+    const memplan::graph& g = bounded ? bounded->graph : given;
 
-    // One context for store-all (what a budget in percent refers to), the
-    // planner (whose store-all member reuses that placement) and the bound.
+    // One context for store-all (what a budget refers to), the planner
+    // (whose store-all member reuses that placement) and the bound.
     const memplan::remat_context<memplan::graph> ctx(g);
     const auto base = store_all_checked(ctx, opt.until(until.share(store_all_share)));
-    opt.budget = policy && !a.has("--budget") ? std::numeric_limits<std::uint64_t>::max() : budget_spec.of(base.arena());
+    fig.store_all = base.arena();
+    fig.store_all_at = memplan::boundary_bytes(g, base.plan, given);
+    fig.bound = budget_spec.of({fig.store_all, fig.store_all_at.resident, fig.store_all_at.kept}, fig.on);
+    fig.room = bounded ? bounded->room : 0;
+    fig.planner_budget = fig.bound > UINT64_MAX - fig.room ? UINT64_MAX : fig.bound + fig.room;
+    opt.budget = policy && !a.has("--budget") ? std::numeric_limits<std::uint64_t>::max() : fig.planner_budget;
     opt.on_progress = memplan::cli::remat_progress_printer();
     auto planner_opt = opt;
     planner_opt.time_limit = until.share(1 - bound_share);
     auto r = policy ? by_policy.checked(ctx, planner_opt) : memplan::plan_remat(name, ctx, planner_opt, solver);
     if (policy && !a.has("--budget")) { // the report's budget: what the policy needs
-        opt.budget = r.arena();
+        opt.budget = fig.bound = fig.planner_budget = r.arena();
         r.budget = r.size;
     }
     memplan::cli::clear_progress();
@@ -150,17 +206,25 @@ int run_plan_remat(const parsed_args& a) {
     }
     const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
     reject_internal_error(g, r);
+    if (fits) fig.plan_at = memplan::boundary_bytes(g, r.plan, given);
+    if (fits && fig.saved() && fig.plan_at.total() > fig.bound) // the room's promise, broken: a bug
+        throw internal_error("planner '" + r.planner + "' on graph '" + g.name() + "': the plan holds " +
+                             std::to_string(fig.plan_at.total()) + " bytes at the boundary (step " +
+                             std::to_string(fig.plan_at.step) + "), over the budget of " + std::to_string(fig.bound));
     const auto output = a.value("--output");
     if (fits && output) memplan::write_plan_json(*output, g, r.plan); // before any output: a failure is one line
 
     const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
-    if (a.has("--json")) print_remat_json(g, r, who, fits, opt.budget, base.arena(), output);
-    else print_remat_text(g, r, who, fits, opt.budget, base.arena(), output);
+    if (a.has("--json")) print_remat_json(g, r, who, fits, fig, output);
+    else print_remat_text(g, r, who, fits, fig, output);
     if (fits) return exit_ok;
     std::cout.flush();
-    const std::string reason = r.status == memplan::status::infeasible && r.bound_note.starts_with("proof")
-                                   ? r.bound_note
-                                   : r.message.empty() ? "no plan within the budget" : r.message;
+    std::string reason = r.status == memplan::status::infeasible && r.bound_note.starts_with("proof")
+                             ? r.bound_note
+                             : r.message.empty() ? "no plan within the budget" : r.message;
+    if (fig.saved())
+        reason += " (with --budget-on saved the planner's budget is " + std::to_string(fig.bound) +
+                  " bytes at the boundary + " + std::to_string(fig.room) + " bytes of room)";
     if (r.status == memplan::status::infeasible) {
         std::cerr << "memplan: infeasible: " << reason << "\n";
         return exit_infeasible;
@@ -172,10 +236,12 @@ int run_plan_remat(const parsed_args& a) {
 int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
-                                  time_limit_option, gap_option, order_option, {{"--budget"}, true}, remat_option,
-                                  {{"--policy"}, true}, json_option});
+                                  time_limit_option, gap_option, order_option, {{"--budget"}, true},
+                                  {{"--budget-on"}, true}, remat_option, {{"--policy"}, true}, json_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
+    if (a->has("--budget-on") && !a->has("--budget")) throw memplan::error("cli", "option --budget-on needs --budget");
+    budget_on_value(*a); // checked before any work
     if (a->has("--budget") || a->has("--policy")) return run_plan_remat(*a);
     if (a->has("--remat")) throw memplan::error("cli", "option --remat needs --budget");
     const auto allocator = allocator_option(*a);
@@ -227,7 +293,8 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
 const command plan_command{
     "plan",
     "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
-    "                        [--alignment N] [--budget BYTES|P% [--remat NAME]] [--policy NAME] [--json]",
+    "                        [--alignment N] [--budget B [--budget-on peak|saved] [--remat NAME]] [--policy NAME]\n"
+    "                        [--json]",
     "Orders the ops, places every buffer in one arena, and checks the plan.",
     "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
     "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
@@ -244,20 +311,31 @@ const command plan_command{
     "                          its running time) or one as cheap as store-all\n"
     "  --gap G                 auto/exact/milp and --order ilp stop within G of their lower bound\n"
     "                          (default 1e-4 for auto and the orders, 0 for exact and milp)\n"
-    "  --alignment N           every offset a multiple of N bytes (default 256)\n"
-    "  --budget BYTES|P%       rematerialization: the arena must fit BYTES (or 7.5GiB, 8GB, ...) or\n"
-    "                          P percent of the store-all arena; the planner chooses what to keep,\n"
-    "                          what to recompute and each op's variant, then orders and places\n"
-    "                          (not with --order/--alloc). Prints the overhead: cost / store-all\n"
-    "                          cost - 1. A budget below what any schedule needs exits 4 with the\n"
-    "                          reason; no plan found in the time limit exits 1\n"
+    "  --alignment N           every offset a multiple of N bytes (default 256; 1 with --budget-on saved)\n"
+    "  --budget B              rematerialization: the planner chooses what to keep, what to recompute\n"
+    "                          and each op's variant, then orders and places (not with --order/--alloc).\n"
+    "                          B is bytes (or 7.5GiB, 8GB, ...), P% or saved:F (F in (0, 1]), resolved\n"
+    "                          against the store-all plan as --budget-on says. Prints the overhead:\n"
+    "                          cost / store-all cost - 1. A budget below what any schedule needs exits\n"
+    "                          4 with the reason; no plan found in the time limit exits 1\n"
+    "  --budget-on peak|saved  what --budget bounds. peak (default): the arena; B bytes, P% of the\n"
+    "                          store-all arena, saved:F the store-all arena less (1 - F) of what\n"
+    "                          store-all keeps across the boundary (the first op that is not forward).\n"
+    "                          saved: only the bytes live at the boundary (resident: persistent\n"
+    "                          tensors and graph outputs; kept: what the plan saves for the backward),\n"
+    "                          as PyTorch's activation_memory_budget; B bytes saved on top of the\n"
+    "                          resident ones, P% of store-all's resident + kept, saved:F resident + F\n"
+    "                          of store-all's kept. The planner plans the graph with a room op before\n"
+    "                          the boundary (memplan.boundary_room; -o writes that graph's plan: check\n"
+    "                          it with memplan check --budget-on saved)\n"
     "  --remat NAME            rematerialization planner for --budget (default auto; listed below)\n"
     "  --policy NAME           the plan a hand-written recomputation policy makes on a transformer's\n"
     "                          graph (blocks named model.layers.<i>.*, as memplan zoo llama's): none,\n"
     "                          full, full:K (K blocks per checkpoint), selective (Megatron's core_attn),\n"
     "                          op-sac (torchtitan's per-op selective AC), or Megatron modules\n"
     "                          core_attn,mlp,layernorm (any of them); priced and checked like a\n"
-    "                          planner's. With --budget it says whether the policy fits\n"
+    "                          planner's. With --budget it says whether the policy fits (its arena;\n"
+    "                          not with --budget-on saved)\n"
     "  --json                  the report as one JSON object on stdout (the figures in bytes and\n"
     "                          seconds, overheads as fractions); errors stay on stderr\n"
     "Long searches print their progress on stderr when it is a terminal.\n",
