@@ -29,8 +29,7 @@ struct remat_contract_summary {
 
 /// Checks one result of `planner` for budget `budget` on `g`.
 template <class Graph>
-void check_remat_result(const Graph& g, const basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r,
-                        std::uint64_t budget) {
+void check_remat_result(const Graph& g, const remat_result_of<Graph>& r, std::uint64_t budget) {
     INFO("planner " << r.planner << ", budget " << budget << ": " << to_string(r.status) << " '" << r.message << "'");
     CHECK(!r.planner.empty());
     CHECK(std::uint64_t(r.budget) == budget);

@@ -43,8 +43,7 @@ struct broken_remat : remat_planner<broken_remat> {
     bool over = false;
     using remat_planner<broken_remat>::plan;
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         remat_options all = opt;
         all.budget = std::numeric_limits<std::uint64_t>::max();
         auto r = store_all{}.plan(ctx, all);

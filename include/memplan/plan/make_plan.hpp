@@ -45,6 +45,10 @@ struct basic_planned {
 
 using planned = basic_planned<>;
 
+/// The result type of planning a graph of type `Graph`.
+template <class Graph>
+using planned_of = basic_planned<typename Graph::size_type, typename Graph::id_type>;
+
 /// The allocation problem of a liveness result: one item per block of
 /// in-place-chained buffers. `block_of[b]` receives the item of buffer b.
 template <class Size, class Id>
@@ -121,12 +125,12 @@ void check_aligned_sizes(const Graph& g, const Live& live, const basic_schedule<
 /// or `error` with the validator's report when the plan fails `check_plan`.
 template <class Graph, class Allocator>
     requires AllocatorLike<Allocator, typename Graph::size_type>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
+planned_of<Graph>
 make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, const Allocator& alloc,
           plan_options opt = {}) {
     using size_type = typename Graph::size_type;
     const auto t0 = std::chrono::steady_clock::now();
-    basic_planned<size_type, typename Graph::id_type> out;
+    planned_of<Graph> out;
     const auto live = compute_liveness(g, s, opt.liveness);
     std::vector<std::size_t> block_of;
     auto problem = allocation_problem(live, static_cast<size_type>(opt.alignment), block_of);

@@ -15,7 +15,7 @@ namespace memplan {
 /// alloc/allocators.hpp). Throws `memplan::error` for an unknown name
 /// (before any work) or a malformed schedule.
 template <class Graph>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
+planned_of<Graph>
 make_plan(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::string_view allocator_name,
           plan_options opt = {}, const allocator_settings& settings = {}) {
     return make_plan(g, s, named_allocator<typename Graph::size_type>(allocator_name, settings), opt);

@@ -236,8 +236,7 @@ struct block_dp : remat_planner<block_dp> {
     using remat_planner<block_dp>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
         if (ctx.general()) {
             auto r = joint{}.plan(ctx, opt);
@@ -246,7 +245,7 @@ struct block_dp : remat_planner<block_dp> {
                         (r.message.empty() ? std::string() : "; " + r.message);
             return r;
         }
-        using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+        using result_type = remat_result_of<Graph>;
         result_type best;
         if (opt.budget < ctx.min_memory().first) { // below what any schedule needs: nothing to solve
             detail::no_plan_within_budget(ctx, opt, best, name);

@@ -285,8 +285,7 @@ remat_cost_bound plan_cost_bound(const Graph& g, const basic_schedule<typename G
 /// the bound for its budget on the listed order, which may prove that no
 /// plan fits. On the context the result was planned on, or on its graph.
 template <class Graph, SolverLike S>
-void attach_cost_bound(const remat_context<Graph>& ctx,
-                       basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r, const S& solver,
+void attach_cost_bound(const remat_context<Graph>& ctx, remat_result_of<Graph>& r, const S& solver,
                        const remat_bound_options& opt = {}) {
     if (r.budget == std::numeric_limits<typename Graph::size_type>::max()) { // no budget: nothing to bound
         r.cost_bound = r.fastest_cost;
@@ -303,8 +302,7 @@ void attach_cost_bound(const remat_context<Graph>& ctx,
     if (b.status == status::infeasible && !has_solution(r.status)) r.status = status::infeasible;
 }
 template <class Graph, SolverLike S>
-void attach_cost_bound(const Graph& g, basic_remat_result<typename Graph::size_type, typename Graph::id_type>& r,
-                       const S& solver, const remat_bound_options& opt = {}) {
+void attach_cost_bound(const Graph& g, remat_result_of<Graph>& r, const S& solver, const remat_bound_options& opt = {}) {
     attach_cost_bound(remat_context<Graph>(g), r, solver, opt);
 }
 

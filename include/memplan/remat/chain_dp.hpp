@@ -492,13 +492,13 @@ namespace detail {
 /// deadline (then there is no plan) unless `program_stops_at_deadline` is
 /// false.
 template <class Graph>
-basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+remat_result_of<Graph>
 plan_on_chain(const remat_context<Graph>& ctx, const remat_options& opt, const graph_chain<Graph>& chain,
               std::size_t slots, double zoom_share, double exact_share, std::string_view name,
               bool program_stops_at_deadline = true) {
     const stopwatch watch;
-    using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+    using planned_type = planned_of<Graph>;
+    remat_result_of<Graph> out;
     out.planner = std::string(name);
     const Graph& g = ctx.graph();
     const memplan::deadline until = opt.time_limit.from_now();
@@ -601,8 +601,7 @@ struct chain_dp : remat_planner<chain_dp> {
     using remat_planner<chain_dp>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
         const detail::graph_chain<Graph> chain(ctx);
         auto r = detail::plan_on_chain(ctx, opt, chain, slots, first_pass_share, exact_share, name);

@@ -74,11 +74,10 @@ struct checkmate : remat_planner<checkmate<S>> {
     using remat_planner<checkmate<S>>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
-        using planned_type = basic_planned<typename Graph::size_type, typename Graph::id_type>;
+        using result_type = remat_result_of<Graph>;
+        using planned_type = planned_of<Graph>;
         const Graph& g = ctx.graph();
         result_type out;
         out.planner = std::string(name);

@@ -72,9 +72,7 @@ private:
 /// than `best` (or as cheap and smaller), it becomes `best`.
 template <class Graph>
 bool try_choice(const remat_context<Graph>& ctx, const remat_options& opt, const remat_choice<Graph>& choice,
-                memplan::deadline exact_until,
-                basic_planned<typename Graph::size_type, typename Graph::id_type>& best, double& best_cost,
-                bool& have_best) {
+                memplan::deadline exact_until, planned_of<Graph>& best, double& best_cost, bool& have_best) {
     const auto s = ctx.schedule_of(choice);
     auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, exact_until);
     if (!has_solution(planned.status) || planned.plan.arena_bytes > opt.budget) return false;
@@ -102,10 +100,9 @@ struct sqrt_n : remat_planner<sqrt_n> {
     using remat_planner<sqrt_n>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+        remat_result_of<Graph> out;
         out.planner = std::string(name);
         const auto seg = detail::segment_forward(ctx);
         const std::size_t n = seg.cut.size();
@@ -162,17 +159,16 @@ struct chen_greedy : remat_planner<chen_greedy> {
     }
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+        remat_result_of<Graph> out;
         out.planner = std::string(name);
         const Graph& g = ctx.graph();
         const memplan::deadline until = opt.time_limit.from_now();
         const auto seg = detail::segment_forward(ctx);
         detail::progress_throttle progress(watch);
 
-        basic_planned<typename Graph::size_type, typename Graph::id_type> best;
+        planned_of<Graph> best;
         double best_cost = 0;
         bool have_best = false;
         // Keeping everything is the threshold "infinity": the cheapest plan

@@ -262,11 +262,11 @@ public:
     /// the best heuristic with `alignment`: what store_all and budgets in
     /// percent of its arena start from. Made once per alignment and kept
     /// with the context (and its copies).
-    const basic_planned<size_type, id_type>& store_all_placement(std::uint64_t alignment) const {
+    const planned_of<Graph>& store_all_placement(std::uint64_t alignment) const {
         const std::lock_guard lock(cache_->mutex);
         for (const auto& [a, p] : cache_->store_all)
             if (a == alignment) return *p;
-        auto p = std::make_unique<basic_planned<size_type, id_type>>(
+        auto p = std::make_unique<planned_of<Graph>>(
             place_within(g_, schedule_of(keep_all()), std::numeric_limits<std::uint64_t>::max(), alignment,
                          memplan::deadline::passed()));
         cache_->store_all.emplace_back(alignment, std::move(p));
@@ -333,7 +333,7 @@ private:
     std::pair<size_type, std::string> min_memory_;
     struct cache {
         std::mutex mutex;
-        std::vector<std::pair<std::uint64_t, std::unique_ptr<basic_planned<size_type, id_type>>>> store_all;
+        std::vector<std::pair<std::uint64_t, std::unique_ptr<planned_of<Graph>>>> store_all;
     };
     std::shared_ptr<cache> cache_ = std::make_shared<cache>();
 };

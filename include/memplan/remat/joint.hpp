@@ -103,16 +103,14 @@ struct joint : remat_planner<joint> {
     using remat_planner<joint>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const;
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const;
 };
 
 template <class Graph>
-basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+remat_result_of<Graph> joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
     const stopwatch watch;
     using size_type = typename Graph::size_type;
-    basic_remat_result<size_type, typename Graph::id_type> out;
+    remat_result_of<Graph> out;
     out.planner = std::string(name);
     const auto& g = ctx.graph();
     const auto need = ctx.min_memory();
@@ -126,7 +124,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
     const size_type budget =
         static_cast<size_type>(std::min<std::uint64_t>(opt.budget, std::numeric_limits<size_type>::max()));
     bool found = false;
-    basic_planned<size_type, typename Graph::id_type> best;
+    planned_of<Graph> best;
     double best_cost = 0;
     double found_at = 0; // when the best plan was found
     remat_choice<Graph> best_choice;
@@ -148,7 +146,7 @@ joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         pr.elapsed_seconds = watch.seconds();
         opt.on_progress(pr);
     };
-    auto consider = [&](basic_planned<size_type, typename Graph::id_type>& planned) {
+    auto consider = [&](planned_of<Graph>& planned) {
         if (!has_solution(planned.status) || planned.plan.arena_bytes > opt.budget) return false;
         const double cost = schedule_cost(g, planned.plan.steps);
         if (found && cost >= best_cost) return false;

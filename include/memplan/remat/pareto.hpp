@@ -96,13 +96,12 @@ budget_bracket smallest_fitting(std::uint64_t lo, std::uint64_t hi, std::uint64_
 /// point. Throws `memplan::error` for `points < 2` or a bad tolerance. On a
 /// context the caller built (and may share with `plan_at`), or on a graph.
 template <class Graph, class PlanAt>
-    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
-                                   std::uint64_t>
+    requires std::is_invocable_r_v<remat_result_of<Graph>, PlanAt&, std::uint64_t>
 std::vector<basic_pareto_point<typename Graph::size_type, typename Graph::id_type>>
 pareto_sweep(const remat_context<Graph>& ctx, PlanAt&& plan_at, const pareto_options& opt = {}) {
     const Graph& g = ctx.graph();
     using size_type = typename Graph::size_type;
-    using result_type = basic_remat_result<size_type, typename Graph::id_type>;
+    using result_type = remat_result_of<Graph>;
     using point_type = basic_pareto_point<size_type, typename Graph::id_type>;
     if (opt.points < 2) throw error("remat", "pareto sweep: points must be at least 2, got " + std::to_string(opt.points));
     if (!(opt.tolerance > 0 && opt.tolerance < 1))
@@ -202,8 +201,7 @@ pareto_sweep(const remat_context<Graph>& ctx, PlanAt&& plan_at, const pareto_opt
 }
 
 template <class Graph, class PlanAt>
-    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
-                                   std::uint64_t>
+    requires std::is_invocable_r_v<remat_result_of<Graph>, PlanAt&, std::uint64_t>
 std::vector<basic_pareto_point<typename Graph::size_type, typename Graph::id_type>>
 pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
     return pareto_sweep(remat_context<Graph>(g), std::forward<PlanAt>(plan_at), opt);
@@ -218,11 +216,10 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
 /// `top`'s run when nothing smaller fits, and it has no solution when not
 /// even `top` fits.
 template <class Graph, class PlanAt>
-    requires std::is_invocable_r_v<basic_remat_result<typename Graph::size_type, typename Graph::id_type>, PlanAt&,
-                                   std::uint64_t>
-basic_remat_result<typename Graph::size_type, typename Graph::id_type>
+    requires std::is_invocable_r_v<remat_result_of<Graph>, PlanAt&, std::uint64_t>
+remat_result_of<Graph>
 smallest_budget_plan(const Graph& g, std::uint64_t top, PlanAt&& plan_at, const pareto_options& opt = {}) {
-    using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+    using result_type = remat_result_of<Graph>;
     if (!(opt.tolerance > 0 && opt.tolerance < 1))
         throw error("remat", "smallest budget: tolerance must be in (0, 1)");
     auto fits = [](const result_type& r, std::uint64_t b) { return has_solution(r.status) && r.arena() <= b; };

@@ -73,9 +73,8 @@ basic_schedule<typename Graph::id_type> updates_after_their_readers(const Graph&
 /// same steps in decision mode until `exact_until` (`deadline::passed()`: no
 /// search), when that one fits.
 template <class Graph>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
-tighten_within(const Graph& g, basic_planned<typename Graph::size_type, typename Graph::id_type> planned,
-               std::uint64_t budget, std::uint64_t alignment, memplan::deadline exact_until) {
+planned_of<Graph> tighten_within(const Graph& g, planned_of<Graph> planned, std::uint64_t budget, std::uint64_t alignment,
+                                 memplan::deadline exact_until) {
     if (!has_solution(planned.status) || planned.plan.arena_bytes <= budget || planned.bound > budget ||
         exact_until.expired())
         return planned;
@@ -98,7 +97,7 @@ tighten_within(const Graph& g, basic_planned<typename Graph::size_type, typename
 /// validated here: it is one of a planner's many candidates, and the
 /// planner's entry (remat/planner.hpp) checks the plan it returns.
 template <class Graph, AllocatorLike<typename Graph::size_type> Allocator = best_heuristic>
-basic_planned<typename Graph::size_type, typename Graph::id_type>
+planned_of<Graph>
 place_within(const Graph& g, const basic_schedule<typename Graph::id_type>& s, std::uint64_t budget,
              std::uint64_t alignment, memplan::deadline exact_until, const Allocator& allocator = {}) {
     plan_options po;

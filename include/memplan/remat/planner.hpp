@@ -43,16 +43,14 @@ auto with_context(const Graph& g, const remat_options& opt, F&& f) {
 template <class Planner>
 struct remat_planner {
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type> plan(const Graph& g,
-                                                                               const remat_options& opt) const {
+    remat_result_of<Graph> plan(const Graph& g, const remat_options& opt) const {
         return detail::with_context(g, opt, [&](const remat_context<Graph>& ctx, const remat_options& o) {
             return checked(ctx, o);
         });
     }
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    checked(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> checked(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
         const remat_options o = opt.until(opt.time_limit.from_now());
         auto r = static_cast<const Planner&>(*this).plan(ctx, o);
@@ -80,9 +78,8 @@ namespace detail {
 
 /// Fills the common fields of a result from a placed plan.
 template <class Graph>
-void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& opt,
-                         basic_planned<typename Graph::size_type, typename Graph::id_type> planned,
-                         basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out) {
+void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& opt, planned_of<Graph> planned,
+                         remat_result_of<Graph>& out) {
     out.cost = schedule_cost(ctx.graph(), planned.plan.steps);
     out.base_cost = ctx.base_cost();
     out.fastest_cost = ctx.fastest_cost();
@@ -95,8 +92,7 @@ void finish_remat_result(const remat_context<Graph>& ctx, const remat_options& o
 /// The outcome when no plan within the budget was found: infeasible with
 /// the reason when the budget is below what any schedule needs.
 template <class Graph>
-void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options& opt,
-                           basic_remat_result<typename Graph::size_type, typename Graph::id_type>& out,
+void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options& opt, remat_result_of<Graph>& out,
                            std::string_view planner) {
     const auto [need, op] = ctx.min_memory();
     out.bound = need;

@@ -278,10 +278,9 @@ struct policy_planner : remat_planner<policy_planner> {
     using remat_planner<policy_planner>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+        remat_result_of<Graph> out;
         out.planner = "policy:" + policy.name();
         const auto s = ctx.schedule_of(policy_choice(ctx, policy));
         auto planned =

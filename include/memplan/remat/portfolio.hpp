@@ -50,10 +50,9 @@ struct basic_auto_remat : remat_planner<basic_auto_remat<Extra>> {
     using remat_planner<basic_auto_remat<Extra>>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        using result_type = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+        using result_type = remat_result_of<Graph>;
         result_type best;
         bool found = false;
         std::string tried;

@@ -103,11 +103,15 @@ struct basic_remat_result {
 
 using remat_result = basic_remat_result<>;
 
+/// The result type of a planner on graphs of type `Graph`.
+template <class Graph>
+using remat_result_of = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
+
 /// A rematerialization planner: a named policy with `plan(graph, options)`.
 template <class P, class Graph>
 concept RematPlannerLike = requires(const P& p, const Graph& g, const remat_options& o) {
     { P::name } -> std::convertible_to<std::string_view>;
-    { p.plan(g, o) } -> std::same_as<basic_remat_result<typename Graph::size_type, typename Graph::id_type>>;
+    { p.plan(g, o) } -> std::same_as<remat_result_of<Graph>>;
 };
 
 } // namespace memplan

@@ -27,9 +27,6 @@
 
 namespace memplan {
 
-template <class Graph>
-using remat_result_of = basic_remat_result<typename Graph::size_type, typename Graph::id_type>;
-
 /// Runs `checkmate` on backend `solver`, and `auto` with it as a member; any
 /// other name as `plan_remat` does. On a context the caller built, or on a
 /// graph (a context built for the call).

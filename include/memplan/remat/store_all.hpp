@@ -20,10 +20,9 @@ struct store_all : remat_planner<store_all> {
     using remat_planner<store_all>::plan; ///< plan(graph, options)
 
     template <class Graph>
-    basic_remat_result<typename Graph::size_type, typename Graph::id_type>
-    plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
+    remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        basic_remat_result<typename Graph::size_type, typename Graph::id_type> out;
+        remat_result_of<Graph> out;
         out.planner = std::string(name);
         auto planned = tighten_within(ctx.graph(), ctx.store_all_placement(opt.alignment), opt.budget, opt.alignment,
                                       opt.time_limit.from_now().share(exact_share));
