@@ -223,14 +223,13 @@ struct block_dp : remat_planner<block_dp> {
     std::size_t min_block_ops = 0;
     std::size_t slots = 3000; ///< memory discretisation of the chain program
     /// Time shares: solving the blocks (of the whole), then the chain
-    /// program's finer pass and the exact placement (of what is left), as
-    /// in chain_dp.
+    /// program's finer pass and the exact placement (`exact_share`, of what
+    /// is left), as in chain_dp.
     static constexpr double blocks_share = 0.5;
     /// Of the time left when it starts, what each block size but the last
     /// takes (the finest is fast; the coarsest gains most from time).
     static constexpr double size_shares[] = {0.15, 0.3};
     static constexpr double first_pass_share = 0.5;
-    static constexpr double exact_share = 0.5;
     static constexpr double max_seconds_per_level = 2.0; ///< one block at one level
 
     using remat_planner<block_dp>::plan; ///< plan(graph, options)

@@ -595,8 +595,6 @@ struct chain_dp : remat_planner<chain_dp> {
     std::size_t slots = 500; ///< memory discretisation of the dynamic program
     /// The finer second pass runs only while this share of the time is not spent.
     static constexpr double first_pass_share = 0.5;
-    /// Of what is left, what the exact placement of the smallest plan may take.
-    static constexpr double exact_share = 0.5;
 
     using remat_planner<chain_dp>::plan; ///< plan(graph, options)
 

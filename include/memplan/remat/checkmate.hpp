@@ -79,8 +79,7 @@ struct checkmate : remat_planner<checkmate<S>> {
         using result_type = remat_result_of<Graph>;
         using planned_type = planned_of<Graph>;
         const Graph& g = ctx.graph();
-        result_type out;
-        out.planner = std::string(name);
+        result_type out = this->start_result(ctx);
         const memplan::deadline until = opt.time_limit.from_now();
 
         // Keeping everything costs nothing extra: when it fits, it is optimal.

@@ -93,17 +93,13 @@ bool try_choice(const remat_context<Graph>& ctx, const remat_options& opt, const
 /// no_solution, with the plan's figures kept).
 struct sqrt_n : remat_planner<sqrt_n> {
     static constexpr std::string_view name = "sqrt_n";
-    /// Of the time left, what the exact placement may take when the
-    /// heuristic's arena misses the budget.
-    static constexpr double exact_share = 0.5;
 
     using remat_planner<sqrt_n>::plan; ///< plan(graph, options)
 
     template <class Graph>
     remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        remat_result_of<Graph> out;
-        out.planner = std::string(name);
+        auto out = start_result(ctx);
         const auto seg = detail::segment_forward(ctx);
         const std::size_t n = seg.cut.size();
         std::vector<char> checkpoint(n, 0);
@@ -111,17 +107,9 @@ struct sqrt_n : remat_planner<sqrt_n> {
         if (k > 0)
             for (std::size_t i = k - 1; i < n; i += k) checkpoint[i] = 1;
         const auto s = ctx.schedule_of(detail::checkpoint_choice(ctx, seg, checkpoint));
-        auto planned = place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit.from_now().share(exact_share));
-        const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
-        const auto arena = planned.plan.arena_bytes;
-        detail::finish_remat_result(ctx, opt, std::move(planned), out);
-        if (fits) {
-            out.status = status::feasible;
-            out.message = std::to_string(n) + " candidates, every " + std::to_string(k) + "-th checkpointed";
-        } else {
-            detail::no_plan_within_budget(ctx, opt, out, name);
-            out.message += "; sqrt(n) checkpointing needs " + std::to_string(arena) + " bytes";
-        }
+        detail::settle_placement(ctx, opt, place_within(ctx.graph(), s, opt.budget, opt.alignment, exact_deadline(opt)),
+                                 out, std::to_string(n) + " candidates, every " + std::to_string(k) + "-th checkpointed",
+                                 "sqrt(n) checkpointing");
         out.seconds = watch.seconds();
         return out;
     }
@@ -132,8 +120,6 @@ struct sqrt_n : remat_planner<sqrt_n> {
 struct chen_greedy : remat_planner<chen_greedy> {
     static constexpr std::string_view name = "chen_greedy";
     std::size_t thresholds = 48; ///< how many thresholds the sweep tries (geometric grid)
-    /// Of the time left, what one exact placement after the sweep may take.
-    static constexpr double exact_share = 0.5;
 
     using remat_planner<chen_greedy>::plan; ///< plan(graph, options)
 
@@ -161,8 +147,7 @@ struct chen_greedy : remat_planner<chen_greedy> {
     template <class Graph>
     remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        remat_result_of<Graph> out;
-        out.planner = std::string(name);
+        auto out = start_result(ctx);
         const Graph& g = ctx.graph();
         const memplan::deadline until = opt.time_limit.from_now();
         const auto seg = detail::segment_forward(ctx);

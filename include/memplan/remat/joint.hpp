@@ -110,8 +110,7 @@ template <class Graph>
 remat_result_of<Graph> joint::plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
     const stopwatch watch;
     using size_type = typename Graph::size_type;
-    remat_result_of<Graph> out;
-    out.planner = std::string(name);
+    auto out = start_result(ctx);
     const auto& g = ctx.graph();
     const auto need = ctx.min_memory();
     if (opt.budget < need.first) {

@@ -40,8 +40,17 @@ auto with_context(const Graph& g, const remat_options& opt, F&& f) {
 /// `checked(context, options)`, which runs it on a context the caller built
 /// (a portfolio, or the command line planning store-all and then the chosen
 /// planner, shares one). Both check what the planner returns.
+///
+/// It also gives every planner the same opening: `start_result(ctx)`, the
+/// result it fills (its name set), and `exact_deadline(opt)`, the deadline
+/// of an exact placement when a heuristic's arena misses the budget
+/// (`exact_share` of the time left; a planner may declare its own share).
 template <class Planner>
 struct remat_planner {
+    /// Of the time left, what the exact placement may take when the
+    /// heuristic's arena misses the budget.
+    static constexpr double exact_share = 0.5;
+
     template <class Graph>
     remat_result_of<Graph> plan(const Graph& g, const remat_options& opt) const {
         return detail::with_context(g, opt, [&](const remat_context<Graph>& ctx, const remat_options& o) {
@@ -71,6 +80,19 @@ struct remat_planner {
         }
         r.seconds = watch.seconds();
         return r;
+    }
+
+    /// The result a planner's `plan(context, options)` fills: its name set.
+    template <class Graph>
+    static remat_result_of<Graph> start_result(const remat_context<Graph>&) {
+        remat_result_of<Graph> out;
+        out.planner = std::string(Planner::name);
+        return out;
+    }
+
+    /// The deadline of the exact placement: `exact_share` of the time left.
+    static memplan::deadline exact_deadline(const remat_options& opt) {
+        return opt.time_limit.from_now().share(Planner::exact_share);
     }
 };
 
@@ -107,6 +129,25 @@ void no_plan_within_budget(const remat_context<Graph>& ctx, const remat_options&
         out.message = std::string(planner) + " found no plan within " + std::to_string(opt.budget) +
                       " bytes (any schedule needs at least " + std::to_string(need) + " bytes, for op '" + op + "')";
     }
+}
+
+/// The outcome of a planner that places one schedule: feasible, with `note`
+/// as its message, when `planned` fits the budget; else no plan within it,
+/// the message saying how many bytes `what` needs. The plan's figures are
+/// kept either way.
+template <class Graph>
+void settle_placement(const remat_context<Graph>& ctx, const remat_options& opt, planned_of<Graph> planned,
+                      remat_result_of<Graph>& out, std::string note, std::string_view what) {
+    const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
+    const auto arena = planned.plan.arena_bytes;
+    finish_remat_result(ctx, opt, std::move(planned), out);
+    if (fits) {
+        out.status = status::feasible;
+        out.message = std::move(note);
+        return;
+    }
+    no_plan_within_budget(ctx, opt, out, out.planner);
+    out.message += "; " + std::string(what) + " needs " + std::to_string(arena) + " bytes";
 }
 
 } // namespace detail

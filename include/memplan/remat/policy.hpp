@@ -270,9 +270,6 @@ remat_choice<Graph> policy_choice(const remat_context<Graph>& ctx, const recompu
 /// get (remat/place.hpp).
 struct policy_planner : remat_planner<policy_planner> {
     static constexpr std::string_view name = "policy";
-    /// Of the time left, what the exact placement may take when the
-    /// heuristic's arena misses the budget.
-    static constexpr double exact_share = 0.5;
     recompute_policy policy;
 
     using remat_planner<policy_planner>::plan; ///< plan(graph, options)
@@ -280,21 +277,12 @@ struct policy_planner : remat_planner<policy_planner> {
     template <class Graph>
     remat_result_of<Graph> plan(const remat_context<Graph>& ctx, const remat_options& opt) const {
         const stopwatch watch;
-        remat_result_of<Graph> out;
-        out.planner = "policy:" + policy.name();
+        auto out = start_result(ctx);
+        out.planner += ":" + policy.name();
         const auto s = ctx.schedule_of(policy_choice(ctx, policy));
-        auto planned =
-            place_within(ctx.graph(), s, opt.budget, opt.alignment, opt.time_limit.from_now().share(exact_share));
-        const bool fits = has_solution(planned.status) && planned.plan.arena_bytes <= opt.budget;
-        const auto arena = planned.plan.arena_bytes;
-        detail::finish_remat_result(ctx, opt, std::move(planned), out);
-        if (fits) {
-            out.status = status::feasible;
-            out.message = "the plan of policy '" + policy.name() + "'";
-        } else {
-            detail::no_plan_within_budget(ctx, opt, out, out.planner);
-            out.message += "; policy '" + policy.name() + "' needs " + std::to_string(arena) + " bytes";
-        }
+        detail::settle_placement(ctx, opt, place_within(ctx.graph(), s, opt.budget, opt.alignment, exact_deadline(opt)),
+                                 out, "the plan of policy '" + policy.name() + "'",
+                                 "policy '" + policy.name() + "'");
         out.seconds = watch.seconds();
         return out;
     }
