@@ -90,7 +90,7 @@ def peak_and_time(model, inputs, targets, step, repeats):
     """(measured peak bytes, median seconds) of `step` (forward and backward) on `model`: one warm-up
     call, one profiled call (gradients cleared first, weights, buffers and inputs resident), then
     `repeats` unprofiled calls."""
-    from memplan_torch.measure import peak_of, storage_bytes, timed
+    from memplan_torch.probe import peak_of, storage_bytes, timed
 
     step()
     clear_grads(model)
@@ -133,7 +133,7 @@ def grad_diff(model, ref):
 def planned_peak(cm, inputs, targets):
     """Measured CPU peak bytes of one planned step of `cm` (compile's module; gradients cleared first): its
     model's weights, buffers, the graph's constants and the inputs resident, plus what the step adds."""
-    from memplan_torch.measure import peak_of, storage_bytes
+    from memplan_torch.probe import peak_of, storage_bytes
     clear_grads(cm.model)
     resident = storage_bytes(list(cm.model.parameters()) + list(cm.model.buffers()) + list(inputs) + list(targets)
                              + list(cm.interp.constants.values()))

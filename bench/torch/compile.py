@@ -2,7 +2,7 @@
 (the same executor with every tensor kept; and eager PyTorch where the model has no dropout), the plan's
 predicted peak against the measured one (profiler, as in fidelity.py), the step time and what was
 recomputed. Each budget is planned as a peak for the whole step (budget_on="peak": the fraction f made
-into A - (1 - f) S, see memplan_torch.planned.budget_bytes) and as a budget on what crosses from the
+into A - (1 - f) S, memplan resolves it as "saved:F", docs/remat.md "Budgets") and as a budget on what crosses from the
 forward to the backward (budget_on="saved", PyTorch's kind); the "budget (MiB)" column is the peak
 memplan planned for, or for "saved" the bytes allowed at the backward's seed. A budget below what any schedule needs is reported as memplan
 reports it. Each model runs in a process of its own (common.isolated).
@@ -19,7 +19,6 @@ import torch
 from common import LABEL, MODELS, emit, isolated, log, mib, peak_and_time, table
 
 import memplan_torch as mt
-from memplan_torch.export import _default_loss
 
 
 def rel(a, b):
@@ -32,7 +31,7 @@ def model_rows(name, budgets, ons, repeats, time_limit):
     PyTorch's activation budget is)."""
     rows = []
     model0, inputs, targets, loss_fn = MODELS[name]()
-    lf = loss_fn or _default_loss
+    lf = loss_fn or mt.default_loss
     has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model0.modules())
     eager = None
     if not has_dropout:

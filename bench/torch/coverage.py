@@ -9,7 +9,7 @@ overhead as memplan's report prints them and its planning seconds; then ``--step
 ``memplan_torch.compile``'s module, each against the unplanned eager step from the same weights: the largest relative
 difference of the loss and of any gradient (``max |a - b| / max |b|`` over parameters, over all steps; a gradient
 below 1e-3 of the model's largest, such as fp32 round-off of a true zero, against that floor: ``common.grad_diff``),
-and the planned step's measured CPU peak (``measure.peak_of``) against the plan's predicted live peak.
+and the planned step's measured CPU peak (``probe.peak_of``) against the plan's predicted live peak.
 
 Hugging Face models at hf_families.py's tiny configurations (2 layers, hidden 256, vocabulary 4000, batch 2 x 128
 tokens, dropout 0, ``loss_fn="model"``); torchvision models at batch 2, random weights, dropout and stochastic
@@ -82,12 +82,11 @@ def planned(model, inputs, targets, loss_fn, budget, time_limit):
 
 def one(name: str, args) -> dict:
     """One model's row as a dict (raises on failure)."""
-    from memplan_torch.export import _default_loss, step_loss
     model, inputs, targets, loss_fn, label = make(name, args.batch, args.image)
     ref = copy.deepcopy(model)
     t0 = time.perf_counter()
     cm, on = planned(model, inputs, targets, loss_fn, args.budget, args.time_limit)
-    seconds = cm.seconds["store_all"] + cm.seconds["plan"]
+    seconds = cm.seconds["plan"]
     row = {"label": label, "ops": len(cm.graph["ops"]), "tensors": len(cm.graph["tensors"]),
            "export": cm.seconds["export"], "on": on, "status": cm.report["status"],
            "overhead": f"{cm.report['overhead'] * 100:+.1f} %" if "overhead" in cm.report else "-", "plan": seconds}
@@ -104,7 +103,7 @@ def one(name: str, args) -> dict:
         loss = cm(*inputs, *targets)
         loss.backward()
         torch.manual_seed(1)
-        ref_loss = step_loss(ref, loss_fn or _default_loss, inputs, targets)
+        ref_loss = mt.step_loss(ref, loss_fn or mt.default_loss, inputs, targets)
         ref_loss.backward()
         loss_diff = max(loss_diff, rel(loss.detach(), ref_loss.detach()))
         worst, gone = grad_diff(model, ref)

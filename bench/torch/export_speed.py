@@ -57,9 +57,8 @@ def build(name: str):
 
 def one(name: str, way: str, plan: bool) -> dict:
     """The first export of `name` in this process, the `way` way, with its phases timed."""
-    import memplan_torch.export  # noqa: F401 - the module, not the function the package exports
-    import memplan_torch.measure as measure
-    ex = sys.modules["memplan_torch.export"]
+    import memplan_torch.graph.step_graph as ex   # the names the export calls
+    import memplan_torch.step.trace as tracing
     phases = {"trace": 0.0, "workspaces": 0.0}
 
     def timed(phase, fn):
@@ -71,12 +70,12 @@ def one(name: str, way: str, plan: bool) -> dict:
                 phases[phase] += time.perf_counter() - t
         return run
 
-    trace, workspaces = ex.trace_fake, measure.node_workspaces
+    trace, workspaces = ex.trace_fake, ex.node_workspaces
     if way == "real":  # the way before: real tensors through both trace passes, a warm-up run for workspaces
-        trace = ex.trace
+        trace = tracing.trace
         workspaces = (lambda ws: lambda gm, args: ws(gm, args, warmup=1))(workspaces)
     ex.trace_fake = timed("trace", trace)
-    measure.node_workspaces = timed("workspaces", workspaces)
+    ex.node_workspaces = timed("workspaces", workspaces)
     model, inputs, targets, loss_fn = build(name)
     wall, cpu = time.perf_counter(), time.process_time()
     g = mt.export(model, inputs, loss_fn, targets=targets)

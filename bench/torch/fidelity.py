@@ -16,8 +16,7 @@ from common import LABEL, MODELS, clear_grads, log, mib, table
 
 import memplan_torch as mt
 from memplan_torch import command
-from memplan_torch.export import _default_loss
-from memplan_torch.measure import aot_step, peak_of, saved_bytes_of, storage_bytes
+from memplan_torch.probe import aot_step, peak_of, saved_bytes_of, storage_bytes
 
 
 def eager(model, inputs, targets, loss_fn):
@@ -52,7 +51,7 @@ def main():
     rows = []
     for name in args.models.split(","):
         model, inputs, targets, loss_fn = MODELS[name]()
-        loss_fn = loss_fn or _default_loss
+        loss_fn = loss_fn or mt.default_loss
         log(f"{name}: export")
         t0 = time.perf_counter()
         g = mt.export(model, inputs, loss_fn, targets=targets, name=name)

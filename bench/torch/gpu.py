@@ -114,12 +114,12 @@ def grads_of(model) -> list:
 
 def reference_grads(case, dev) -> list:
     """The unplanned step's gradients: eager PyTorch on `dev`, seed 1 (what the planned steps are seeded with)."""
-    from memplan_torch.export import _default_loss
+    import memplan_torch as mt
     model0, inputs, targets, loss_fn = case
     ref = copy.deepcopy(model0).to(dev)
     ref.train()
     torch.manual_seed(1)
-    (loss_fn or _default_loss)(ref(*inputs), *targets).backward()
+    (loss_fn or mt.default_loss)(ref(*inputs), *targets).backward()
     out = grads_of(ref)
     del ref
     release(dev)
@@ -128,7 +128,7 @@ def reference_grads(case, dev) -> list:
 
 def planned_row(case, budget, want, store_all, dev, args) -> dict:
     import memplan_torch as mt
-    from memplan_torch.measure import measure_step, storage_bytes, timed
+    from memplan_torch.probe import measure_step, storage_bytes, timed
     model0, inputs, targets, loss_fn = case
     model = copy.deepcopy(model0).to(dev)
     cm = mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, cost="roofline:h200",

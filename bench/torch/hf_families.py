@@ -24,7 +24,6 @@ import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 
 import memplan_torch as mt  # noqa: E402
-from memplan_torch.export import step_loss  # noqa: E402
 
 FAMILIES = ["gpt2", "llama", "qwen2", "mistral", "bert", "roberta", "t5", "vit"]
 
@@ -68,14 +67,14 @@ def build(name: str, h: int, vocab: int, batch: int, seq: int):
 def row(name: str, args) -> str:
     model, inputs, targets = build(name, args.hidden, args.vocab, args.batch, args.seq)
     ref = copy.deepcopy(model)
-    step_loss(ref, "model", inputs, targets).backward()
+    mt.step_loss(ref, "model", inputs, targets).backward()
     t0 = time.perf_counter()
     try:
         cm = mt.compile(model, args.budget, inputs, targets=targets, loss_fn="model", budget_on="saved",
                         time_limit=args.time_limit)
     except (mt.ExportError, mt.MemplanError) as e:
         return f"{name}: FAILED after {time.perf_counter() - t0:.1f} s: {type(e).__name__}: {e}"
-    ok, _ = mt.command.check(cm.planned_graph, cm.plan)
+    ok, _ = mt.command.check(cm.graph, cm.plan, cm.budget_on)
     cm(*inputs, *targets).backward()
     worst, missing = grad_diff(model, ref)
     peak = planned_peak(cm, inputs, targets)

@@ -15,7 +15,7 @@ step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times
   bytes store-all saves (the note compares the measured peak with that budget in bytes).
 
 Each arm: the bytes its forward saves for the backward (the forward module's saved outputs that are not the
-region's inputs), the measured peak of one step (``measure.peak_of``: the CPU allocator's events over the step,
+region's inputs), the measured peak of one step (``probe.peak_of``: the CPU allocator's events over the step,
 which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the
 arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and empty
 kernel caches for each compile) with the partitioner's share, and the largest relative gradient difference against
@@ -135,7 +135,7 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     from memplan_torch import Partitioner
-    from memplan_torch.measure import peak_of, storage_bytes
+    from memplan_torch.probe import peak_of, storage_bytes
     # Inductor's one-time start-up (imports, the C++ toolchain's first run) on a small step first, so that the
     # first arm's compile time is not charged with it.
     tiny = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))

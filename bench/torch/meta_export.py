@@ -121,7 +121,7 @@ def main() -> None:
 
     import torch
     import memplan_torch as mt  # noqa: F401
-    from memplan_torch import meta
+    from memplan_torch.graph.step_graph import export_step
     import decoder
     base = rss_gb()
 
@@ -135,8 +135,8 @@ def main() -> None:
             marks.append(("trace", time.perf_counter()))
         print(f"  {s}", file=sys.stderr)
 
-    g, joint, _ = meta.export_with_mapping(model, (ids,), targets=(ids,), optimizer="adamw", cost=a.cost,
-                                           progress=progress, fake_device=a.fake_device)
+    g, joint, _ = export_step(model, (ids,), targets=(ids,), optimizer="adamw", cost=a.cost, progress=progress,
+                              fake_device=a.fake_device)
     marks.append(("graph", time.perf_counter()))
     phases = ", ".join(f"{n} {t - marks[i][1]:.1f} s" for i, (n, t) in enumerate(marks[1:]))
     total = marks[-1][1] - marks[0][1]

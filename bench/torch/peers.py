@@ -40,16 +40,16 @@ from common import LABEL, MODELS, emit, isolated, log, mib, peak_and_time, table
 
 import memplan_torch as mt
 from memplan_torch import costs
-from memplan_torch.export import _default_loss, _key, _tensors_of, node_work
-from memplan_torch.measure import aot_step, saved_bytes_of
+from memplan_torch.graph.nodes import node_work, storage_key, tensors_of
+from memplan_torch.probe import aot_step, saved_bytes_of
 
 SCORE = "roofline:v100"
 
 
 def _is_view(n):
-    outs = [t for t in _tensors_of(n.meta.get("val")) if t is not None]
-    ins = {_key(v) for a in n.all_input_nodes for v in _tensors_of(a.meta.get("val")) if v is not None}
-    return all(_key(t) in ins for t in outs)
+    outs = [t for t in tensors_of(n.meta.get("val")) if t is not None]
+    ins = {storage_key(v) for a in n.all_input_nodes for v in tensors_of(a.meta.get("val")) if v is not None}
+    return all(storage_key(t) in ins for t in outs)
 
 
 def score(nodes):
@@ -132,7 +132,7 @@ def run_torch(make, solver, budget, repeats):
             return min_cut_rematerialization_partition(joint, inputs, compiler="inductor", **kw)
 
     model, inputs, targets, loss_fn = make()
-    loss_fn = loss_fn or _default_loss
+    loss_fn = loss_fn or mt.default_loss
     cap, seconds = {}, {}
 
     def timed_partition(joint, joint_inputs, **kw):

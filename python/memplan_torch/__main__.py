@@ -1,7 +1,7 @@
 """python -m memplan_torch export --model torchvision.models:resnet50 --batch 8 [--image 224] -o G.json
 
 A model without its memory: ``--device meta`` builds it on the meta device and exports it through fake
-tensors (memplan_torch.meta), for example an 8B Llama from its Hugging Face configuration:
+tensors (memplan_torch.graph.step_graph), for example an 8B Llama from its Hugging Face configuration:
 
     python -m memplan_torch export --model transformers:LlamaForCausalLM --config config.json --device meta \
         --seq 4096 --batch 1 --dtype bf16 --optimizer adamw --cost roofline:h100 -o llama.json
@@ -17,7 +17,8 @@ import sys
 import torch
 
 from . import command
-from .export import MODEL_LOSS, OPTIMIZERS, WORKSPACES, ExportError, export
+from .export import export
+from .step.joint import MODEL_LOSS, OPTIMIZERS, WORKSPACES, ExportError
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import tempfile
 
+from .budget import Budget, read
+
 
 class MemplanError(RuntimeError):
     """The memplan command failed; the message is its own."""
@@ -71,31 +73,21 @@ def write_json(obj, path) -> None:
         raise
 
 
-def format_budget(budget) -> str:
-    """0.5 -> '50%' (of the store-all arena); '2GB', '7.5GiB', 123 -> bytes as memplan reads them."""
-    if isinstance(budget, float):
-        if not 0 < budget <= 1:
-            raise ValueError(f"budget {budget}: a fraction must be in (0, 1] (of the store-all arena)")
-        return f"{budget * 100:.6g}%"
-    if isinstance(budget, int):
-        if budget <= 0:
-            raise ValueError(f"budget {budget}: bytes must be positive")
-        return str(budget)
-    if isinstance(budget, str) and budget.strip():
-        return budget.strip()
-    raise ValueError(f"budget {budget!r}: expected a fraction (0.5), bytes (int) or a string ('2GB', '40%')")
-
-
 def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0,
          extra: list[str] | None = None) -> tuple[dict, dict]:
-    """memplan's plan of `graph` (under `budget` when given, see format_budget): the plan dict and
-    the command's report (``memplan plan --json``: "arena", "overhead", "planner", "seconds", ...)."""
+    """memplan's plan of `graph`, in one ``memplan plan`` process: under `budget` (a ``budget.Budget``, or
+    anything ``budget.read`` takes, of the peak; memplan resolves it against the store-all plan it makes),
+    else store-all. Returns the plan dict and the
+    command's report (``memplan plan --json``: "arena", "overhead", "planner", "seconds", "budget",
+    "store_all", "resident", "kept"...)."""
+    if not isinstance(budget, Budget):
+        budget = read(budget)
     with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
         gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
         write_json(graph, gpath)
         args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}", "--json"]
-        if budget is not None:
-            args += ["--budget", format_budget(budget), "--remat", remat]
+        if budget.arg is not None:
+            args += budget.args() + ["--remat", remat]
         elif not any(a == "--alloc" for a in extra or []):
             # Without a budget nothing is recomputed and the executor does not use offsets: the best
             # heuristic placement, not the exact search until the time limit.
@@ -106,18 +98,18 @@ def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0
             return json.load(f), json.loads(p.stdout)
 
 
-def check(graph: dict, plan_: dict) -> tuple[bool, str]:
-    """`memplan check`: (valid, its report)."""
+def check(graph: dict, plan_: dict, budget_on: str = "peak") -> tuple[bool, str]:
+    """`memplan check`: (valid, its report). ``budget_on="saved"``: `plan_` is a plan of `graph` under a
+    saved-bytes budget (``memplan plan --budget-on saved``), checked against the graph memplan planned."""
     with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
         gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
         write_json(graph, gpath)
         write_json(plan_, ppath)
-        p = run(["check", gpath, ppath], check=False)
+        extra = ["--budget-on", budget_on] if budget_on != "peak" else []
+        p = run(["check", gpath, ppath, *extra], check=False)
         if p.returncode not in (0, 1):
             raise MemplanError(f"memplan check: {p.stderr.strip()}")
         return p.returncode == 0, (p.stdout + p.stderr).strip()
-
-
 def stats(graph: dict) -> dict:
     """``memplan stats --json``: lower bounds in bytes ("lb_default" for the listed order, "lb_any" for any
     order), "persistent_bytes", "total_bytes", op and tensor counts."""

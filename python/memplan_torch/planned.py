@@ -26,103 +26,21 @@ unplanned step leaves them: each random node has drawn once.
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
+import time
 from typing import Callable, Sequence
 
 import torch
 import torch.fx
 
+from . import budget as _budget
 from . import command
 from . import device as _device
-from .export import Joint, Mapping, _tensors_of, autocast_as, autocast_state, export_with_mapping, step_loss
-
-
-@dataclasses.dataclass
-class Schedule:
-    """A plan turned into what the interpreter does at each step."""
-    steps: list             # per step: (op name, fx node name or None for update ops)
-    frees: list             # per step: memplan tensor names whose buffer ends there
-    split: int              # the first step of the backward half
-    saved: list             # tensor names kept from the forward half into the backward half
-    saved_bytes: int        # their bytes
-    live_peak: int          # the plan's largest sum of live buffer bytes
-    seed_live: int          # the bytes live at the backward's seed (the step `split`), workspace aside
-    arena: int              # the plan's arena_bytes
-    recomputed: list        # op names run more than once
-
-
-def _returned(graph: dict, mapping: Mapping, joint: Joint) -> set:
-    """What the step returns (gradients, the loss, new buffer values): it stays until the step ends; the
-    plan frees gradients at their update ops, which the user's optimizer runs after the backward."""
-    returned = set(graph.get("outputs", []))
-    for node in list(joint.grads) + list(joint.mutations) + [joint.loss]:
-        returned.update(mapping.tensor_of[node])
-    return returned
-
-
-def resident_at_seed(graph: dict, mapping: Mapping, joint: Joint) -> int:
-    """The bytes live at the backward's seed whatever the plan saves: the persistent tensors (parameters,
-    buffers, inputs) and what the forward makes that the step returns (the loss, new buffer values). Any
-    plan's ``seed_live`` is this plus its ``saved_bytes``."""
-    returned = _returned(graph, mapping, joint)
-    made = {t for op in graph["ops"] if op["phase"] == "forward" for t in op["outputs"]}
-    return int(sum(t["bytes"] for t in graph["tensors"] if t["name"] != PHANTOM
-                   and (t.get("persistent") or (t["name"] in returned and t["name"] in made))))
-
-
-def schedule_of(graph: dict, mapping: Mapping, plan: dict, joint: Joint) -> Schedule:
-    seed_node = joint.seed
-    returned = _returned(graph, mapping, joint)
-    steps = [(s["op"], mapping.op_node.get(s["op"])) for s in plan["steps"]]
-    n = len(steps)
-    frees = [[] for _ in range(n)]
-    tbytes = {t["name"]: t["bytes"] for t in graph["tensors"] if t["name"] != PHANTOM}
-    persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
-    wbytes = {op["name"]: op.get("workspace", 0) for op in graph["ops"]}
-    delta = [0] * (n + 1)
-    for b in plan["buffers"]:
-        t = b.get("tensor")
-        if t is None or t not in tbytes:
-            continue  # a workspace, counted at its op's step below, or forward_memory_graph's PHANTOM
-        # Sizes from `graph`, not from the plan: a plan made on forward_memory_graph has 0-byte
-        # backward buffers, and this is the real step's memory.
-        delta[b["first"]] += tbytes[t]
-        delta[b["last"] + 1] -= tbytes[t]
-        if b.get("alias") in tbytes:  # written in place over a tensor that dies at this step: counted once
-            shared = min(tbytes[b["alias"]], tbytes[t])
-            delta[b["first"]] -= shared
-            delta[b["first"] + 1] += shared
-        if t in persistent or t in returned:
-            continue
-        if b["last"] < n - 1:
-            frees[b["last"]].append(t)
-    live, peak, live_at = 0, 0, []
-    for i in range(n):
-        live += delta[i]
-        live_at.append(live)
-        # Each op's workspace while it runs, from `graph` too: forward_memory_graph's backward ops have
-        # none, so its plans have no workspace buffer for them, but their kernels still allocate it.
-        peak = max(peak, live + wbytes.get(steps[i][0], 0))
-    # Backward half: from the step that runs the seed (ones_like of the loss) on.
-    split = n
-    seed_op = next((op for op, node in mapping.op_node.items() if node == seed_node), None)
-    for i, (op, _) in enumerate(steps):
-        if op == seed_op or mapping.op_phase.get(op) == "update":
-            split = i
-            break
-    # Saved for the backward: what crosses the seed, but not what the step returns (the loss), which
-    # PyTorch's partitioner does not count either.
-    saved = sorted({b["tensor"] for b in plan["buffers"] if b.get("tensor") in tbytes
-                    and b["tensor"] not in persistent and b["tensor"] not in returned
-                    and b["first"] < split <= b["last"]})
-    counts: dict = {}
-    for op, _ in steps:
-        counts[op] = counts.get(op, 0) + 1
-    return Schedule(steps=steps, frees=frees, split=split, saved=saved,
-                    saved_bytes=int(sum(tbytes[t] for t in saved)), live_peak=peak,
-                    seed_live=int(live_at[split]) if split < n else int(live),
-                    arena=int(plan["arena_bytes"]), recomputed=sorted(o for o, c in counts.items() if c > 1))
+from .graph.lower import Mapping
+from .graph.nodes import tensors_of
+from .graph.schedule import Schedule, schedule_of
+from .graph.step_graph import export_step, is_meta
+from .step.joint import ExportError, Joint, autocast_as, autocast_state, default_loss, step_loss
 
 
 class Interpreter:
@@ -144,7 +62,7 @@ class Interpreter:
         self.rng_device = {}
         for o in mapping.random_ops:
             node = mapping.op_node[o]
-            vals = [t for t in _tensors_of(self.nodes[node].meta.get("val")) if t is not None]
+            vals = [t for t in tensors_of(self.nodes[node].meta.get("val")) if t is not None]
             self.rng_device[node] = vals[0].device if vals else torch.device("cpu")
         runs: dict = {}
         for _, node in schedule.steps:
@@ -270,7 +188,10 @@ class PlannedModule(torch.nn.Module):
     """A model whose training step (``loss = m(*inputs, *targets); loss.backward()``) follows a memplan plan.
 
     Attributes: ``graph`` (the exported memplan.graph), ``plan`` (memplan's plan), ``schedule``
-    (saved tensors, recomputed ops, the plan's live peak and arena), ``report`` (``memplan plan --json``'s report).
+    (saved tensors, recomputed ops, the plan's live peak and arena), ``report`` (``memplan plan --json``'s
+    report: the budget as memplan resolved it, store-all's arena, what it and the plan keep for the backward),
+    ``budget_on`` and ``budget_bytes`` (the budget in bytes, of the peak or of the bytes at the seed), and
+    ``seconds`` (wall seconds of the export and of the plan).
     In eval mode, or without gradients, it runs the original model and returns its output."""
 
     def __init__(self, model, loss_fn, n_inputs, graph, joint, mapping, plan, report):
@@ -279,6 +200,7 @@ class PlannedModule(torch.nn.Module):
         self.loss_fn = loss_fn
         self.n_inputs = n_inputs
         self.graph, self.joint, self.mapping, self.plan, self.report = graph, joint, mapping, plan, report
+        self.budget_on, self.budget_bytes, self.seconds = "peak", None, {}
         self.schedule = schedule_of(graph, mapping, plan, joint)
         self.interp = Interpreter(joint, mapping, self.schedule)
         self.param_order = [joint.params[n.name] for n in self.interp.param_placeholders]
@@ -328,167 +250,38 @@ class PlannedModule(torch.nn.Module):
         return _PlannedStep.apply(self, len(params), *params, *rest)
 
 
-PHANTOM = "memplan_torch.seed_room"        # the tensor forward_memory_graph adds, and the op that makes it
-
-
-def forward_memory_graph(graph: dict, seed_op: str | None = None) -> tuple[dict, int]:
-    """`graph` planned for a budget on what crosses from the forward to the backward: (that graph, the
-    bytes R a budget B must be raised by on it).
-
-    A plan of it under B + R holds at most B at the backward's seed (`seed_op`; by default the first op
-    listed outside the forward): the parameters and other persistent tensors, the loss, and the bytes
-    saved for the backward, which is what PyTorch's ``activation_memory_budget`` bounds. Neither the
-    forward's transients nor the backward's own memory count against it, as they do not in PyTorch's
-    knapsack:
-    - what the backward and the update produce, and their workspaces, are 0 bytes;
-    - an op ``PHANTOM``, listed just before the seed, makes a tensor ``PHANTOM`` of R bytes that the
-      seed reads: it exists only at those two steps. R is every forward tensor's bytes plus the largest
-      forward workspace, so that anywhere else (the forward, what the backward recomputes) there is
-      room for everything. The executor runs no node for the op (``schedule_of`` skips the tensor).
-    The idea of planning a part on its forward memory alone is the one block_dp uses for its blocks."""
-    g = dict(graph)
-    later = [op for op in graph["ops"] if op["phase"] != "forward"]
-    zero = {t for op in later for t in op["outputs"]}
-    forward_out = {t for op in graph["ops"] if op["phase"] == "forward" for t in op["outputs"]}
-    persistent = {t["name"] for t in graph["tensors"] if t.get("persistent")}
-    room = sum(t["bytes"] for t in graph["tensors"] if t["name"] in forward_out and t["name"] not in persistent)
-    room += max((op.get("workspace", 0) for op in graph["ops"] if op["phase"] == "forward"), default=0)
-    room = -(-room // 4096) * 4096  # whole pages: an arena's alignment (256 by default) divides it
-    if seed_op is None:
-        seed_op = later[0]["name"] if later else None
-    if seed_op is None or room == 0:
-        room = 0
-    g["tensors"] = [dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]]
-    if room:
-        if any(t["name"] == PHANTOM for t in graph["tensors"]) or any(o["name"] == PHANTOM for o in graph["ops"]):
-            raise ValueError(f"graph '{graph['name']}' already has a tensor or op '{PHANTOM}'")
-        g["tensors"] = g["tensors"] + [{"name": PHANTOM, "bytes": room}]
-    ops = []
-    for op in graph["ops"]:
-        if op["phase"] != "forward" and op.get("workspace"):
-            op = dict(op, workspace=0)
-        if op["name"] == seed_op and room:
-            ops.append({"name": PHANTOM, "inputs": [], "outputs": [PHANTOM], "phase": "backward", "cost": 0.0})
-            op = dict(op, inputs=list(op["inputs"]) + [PHANTOM])
-            if op.get("variants"):
-                op["variants"] = [dict(v, inputs=list(v["inputs"]) + [PHANTOM]) if "inputs" in v else v
-                                  for v in op["variants"]]
-        ops.append(op)
-    g["ops"] = ops
-    g["name"] = graph["name"]
-    return g, room
-
-
-def budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0):
-    """A fraction f in (0, 1] is a budget on the bytes saved for the backward, as PyTorch's
-    ``activation_memory_budget`` is, turned into the peak memplan plans for: the store-all plan's arena
-    A less the (1 - f) share of what store-all saves, S: A - (1 - f) S (the peak the step would have if
-    saving f S instead of S changed nothing else; at f = 1, store-all's own arena). Other budgets pass
-    through (bytes, '2GB', '40%' of the store-all arena). Returns (budget for memplan, the store-all
-    schedule or None)."""
-    if not isinstance(budget, float):
-        return budget, None
-    if not 0 < budget <= 1:
-        raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
-    store_all, _ = command.plan(graph, None, time_limit=time_limit)
-    sched = schedule_of(graph, mapping, store_all, joint)
-    return round(max(sched.live_peak, sched.arena) - (1 - budget) * sched.saved_bytes), sched
-
-
-_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-          "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
-
-
-def forward_budget_bytes(graph: dict, mapping: Mapping, joint: Joint, budget, time_limit: float = 10.0,
-                         seed_op: str | None = None):
-    """A budget on the bytes live at the backward's seed (``budget_on="saved"``: the resident tensors,
-    the loss and what is saved for the backward), before forward_memory_graph's room is added: a
-    fraction f of the bytes store-all saves, S (store-all's bytes at the seed, A, less (1 - f) S), bytes
-    (int), a size as memplan reads it ('2GB', '512MiB'), or 'P%' of A. Returns (bytes or None, the
-    store-all schedule or None)."""
-    if budget is None:
-        return None, None
-    if isinstance(budget, int):
-        if budget <= 0:
-            raise ValueError(f"budget {budget}: bytes must be positive")
-        return budget, None
-    import re
-    m = None if isinstance(budget, float) else re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)(%|[KMGT]i?B|B)?",
-                                                            str(budget).strip())
-    if not isinstance(budget, float) and (not m or (m.group(2) not in (None, "%") and m.group(2) not in _UNITS)):
-        raise ValueError(f"budget {budget!r}: expected a fraction (0.5), bytes (int), a size ('2GB', "
-                         "'512MiB') or a percentage ('40%' of store-all's bytes at the backward's seed)")
-    if m and m.group(2) != "%":
-        return int(float(m.group(1)) * _UNITS[m.group(2) or ""]), None
-    if isinstance(budget, float) and not 0 < budget <= 1:
-        raise ValueError(f"budget {budget}: a fraction must be in (0, 1]")
-    fwd, _ = forward_memory_graph(graph, seed_op)
-    store_all, _ = command.plan(fwd, None, time_limit=time_limit)
-    sched = schedule_of(fwd, mapping, store_all, joint)
-    if isinstance(budget, float):
-        return round(sched.seed_live - (1 - budget) * sched.saved_bytes), sched
-    return int(sched.seed_live * float(m.group(1)) / 100), sched
-
-
 def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
-            loss_fn: Callable | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
+            loss_fn: Callable | str | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
             remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "measured",
             budget_on: str = "peak", progress: Callable[[str], None] | None = None) -> PlannedModule:
     """`model`'s training step planned by memplan under `budget` and run as planned.
 
-    ``budget``: a fraction of the bytes store-all saves for the backward (0.5; see ``budget_bytes``),
-    bytes (int), or a string memplan reads ('2GB', '40%' of the store-all arena, or with
-    budget_on="saved" of store-all's bytes at the backward's seed); None plans without a budget (store-all). The
-    example inputs fix the shapes the plan is for.
-    ``budget_on``: "peak" (default): the budget bounds the step's whole peak; "saved": it bounds the
-    bytes live at the backward's seed only (``forward_memory_graph``: the bytes saved for the backward,
-    with the resident tensors and the loss), as PyTorch's activation budget does; the forward's
-    transients and the backward's own memory, with what it recomputes, are then not bounded.
+    ``budget``: None (store-all), bytes, a size, a percentage or a fraction of what store-all saves for the
+    backward, with the same meaning at every door (the table in ``memplan_torch.budget``); memplan resolves
+    it against the store-all plan it makes. The example inputs fix the shapes the plan is for.
+    ``budget_on``: "peak" (default): the budget bounds the step's whole peak; "saved": it bounds the bytes
+    live at the backward's seed only (what is saved for the backward, with the resident tensors and the
+    loss), as PyTorch's activation budget does; the forward's transients and the backward's own memory are
+    then not bounded.
     The step is planned and run on the device of the model's tensors and the example inputs (one device):
     ``workspace`` and a measured ``cost`` are measured there (see ``export``), and the module refuses
-    inputs on another device.
+    inputs on another device. One ``memplan`` process plans it.
     Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
-    from . import meta as _meta
-    from .export import ExportError, _default_loss
-    if _meta.is_meta(model, tuple(example_inputs) + tuple(targets)):
+    wanted = _budget.read(budget, budget_on)
+    if is_meta(model, tuple(example_inputs) + tuple(targets)):
         raise ExportError(f"{type(model).__name__} is on the meta device: it has no weights to train. Plan it "
                           "without them (memplan_torch.export, then `memplan plan GRAPH --budget ...`), and compile "
                           "the model built on a real device")
-    loss_fn = loss_fn or _default_loss
-    import time
+    loss_fn = loss_fn or default_loss
     t0 = time.perf_counter()
-    graph, joint, mapping = export_with_mapping(model, example_inputs, loss_fn, optimizer, targets, cost, name,
-                                                workspace, progress)
+    step = export_step(model, example_inputs, loss_fn, optimizer, targets, cost, name, workspace, progress)
     if progress:
         progress("planning with memplan")
     t1 = time.perf_counter()
-    if budget_on not in ("peak", "saved"):
-        raise ValueError(f"budget_on '{budget_on}': expected 'peak' or 'saved'")
-    if budget_on == "peak":
-        target, store_all = budget_bytes(graph, mapping, joint, budget, time_limit)
-        planned_graph = graph
-    else:
-        seed_op = next((op for op, node in mapping.op_node.items() if node == joint.seed), None)
-        planned_graph, room = forward_memory_graph(graph, seed_op)
-        target, store_all = forward_budget_bytes(graph, mapping, joint, budget, time_limit, seed_op)
-        if target is not None:
-            target += room
-    t2 = time.perf_counter()
-    try:
-        # A saved-bytes budget counts bytes, as PyTorch's does, not an arena's alignment padding (the
-        # executor allocates through PyTorch and ignores offsets; a peak budget keeps the padding).
-        extra = ["--alignment", "1"] if budget_on == "saved" else None
-        plan, report = command.plan(planned_graph, target, remat=remat, time_limit=time_limit, extra=extra)
-    except command.Infeasible as e:
-        if budget_on == "peak":
-            raise
-        raise command.Infeasible(f"{e} (budget_on='saved': the budget bounds the bytes at the backward's seed; "
-                                 f"{room} bytes of room for the rest were added to it)") from None
-    t3 = time.perf_counter()
-    pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), graph, joint, mapping, plan, report)
-    # The budget planned for, in bytes: of the step's peak, or of the bytes at the seed (less the room).
-    pm.budget_bytes = (target if budget_on == "peak" else target - room) if isinstance(target, int) else None
-    pm.store_all = store_all
-    pm.planned_graph = planned_graph  # what memplan planned (forward_memory_graph's for budget_on="saved")
-    pm.seconds = {"export": t1 - t0, "store_all": t2 - t1, "plan": t3 - t2}
+    plan, report = command.plan(step.graph, wanted, remat=remat, time_limit=time_limit)
+    pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), step.graph, step.joint, step.mapping, plan, report)
+    pm.budget_on = budget_on
+    # The budget planned for, in bytes: of the step's peak, or of the bytes at the seed.
+    pm.budget_bytes = report.get("budget") if wanted.arg is not None else None
+    pm.seconds = {"export": t1 - t0, "plan": time.perf_counter() - t1}
     return pm

@@ -8,15 +8,15 @@ from torch._functorch.partitioners import default_partition
 
 import memplan_torch as mt
 from memplan_torch import command
-from memplan_torch.export import _default_loss, export_with_mapping
-from memplan_torch.measure import aot_step, peak_of, storage_bytes
+from memplan_torch.graph.step_graph import export_step
+from memplan_torch.probe import aot_step, peak_of, storage_bytes
 
 import models
 
 
 def _export(case, **kw):
     model, inputs, targets, loss = case
-    return export_with_mapping(model, inputs, loss, targets=targets, **kw)
+    return export_step(model, inputs, loss, targets=targets, **kw)
 
 
 def test_structure_of_a_small_cnn():
@@ -93,7 +93,7 @@ def test_a_model_is_traced_without_running_its_kernels():
     with open("/proc/self/clear_refs", "w") as f:  # reset the peak RSS
         f.write("5")
     start = hwm()
-    g, joint, _ = export_with_mapping(model, (x,), targets=(y,), workspace="none")
+    g, joint, _ = export_step(model, (x,), targets=(y,), workspace="none")
     assert hwm() - start < 64 << 20, f"the export's peak RSS rose by {(hwm() - start) >> 20} MiB"
     assert len([op for op in g["ops"] if op["phase"] == "forward" and op.get("flops", 0) > 0]) == 8
     # The joint graph holds the model's own tensors, not the trace's stand-ins.
@@ -141,7 +141,7 @@ def test_costs_follow_the_model():
 
 def _measured_default_peak(case):
     model, inputs, targets, loss = case
-    step = aot_step(model, inputs, targets, loss or _default_loss, default_partition)
+    step = aot_step(model, inputs, targets, loss or mt.default_loss, default_partition)
     step()
     for p in model.parameters():
         p.grad = None

@@ -10,8 +10,9 @@ import torch.nn as nn
 transformers = pytest.importorskip("transformers")
 
 import memplan_torch as mt  # noqa: E402
-from memplan_torch.export import export_with_mapping, step_loss  # noqa: E402
-from memplan_torch.measure import peak_of, storage_bytes  # noqa: E402
+from memplan_torch.graph.step_graph import export_step  # noqa: E402
+from memplan_torch.probe import peak_of, storage_bytes  # noqa: E402
+from memplan_torch.step.joint import autocast_as, step_loss  # noqa: E402
 
 V, H, L, B, S = 1000, 64, 2, 2, 32
 
@@ -105,9 +106,8 @@ def _train_and_compare(model, cm, inputs, targets, loss_fn, steps=3, tol=1e-4, c
 
 def _unplanned_joint_grads(cm, args):
     """The joint graph's gradients, run as traced (no plan), in the order of ``cm.joint.grads``."""
-    from memplan_torch.export import autocast_as, placeholder_values
     with torch.no_grad(), autocast_as(()):
-        outs = torch.fx.Interpreter(cm.joint.gm).run(*placeholder_values(cm.joint, args))
+        outs = torch.fx.Interpreter(cm.joint.gm).run(*cm.joint.placeholder_values(args))
     by_node = dict(zip((n.name for n in cm.joint.gm.graph.find_nodes(op="output")[0].args[0]), outs))
     return [by_node[node] for node in cm.joint.grads]
 
@@ -129,9 +129,9 @@ def test_family_exports_plans_and_trains_as_eager(factory):
     # and gradients alone are most of the peak, so a budget on the peak would leave nothing to plan).
     cm = mt.compile(model, 0.5, inputs, targets=targets, loss_fn=loss_fn, budget_on="saved", time_limit=1)
     assert [(n, p.requires_grad) for n, p in model.named_parameters()] == before  # given back as they were
-    ok, report = mt.command.check(cm.planned_graph, cm.plan)
+    ok, report = mt.command.check(cm.graph, cm.plan, cm.budget_on)
     assert ok, report
-    assert cm.schedule.recomputed and cm.schedule.saved_bytes <= 0.5 * cm.store_all.saved_bytes
+    assert cm.schedule.recomputed and cm.schedule.saved_bytes <= 0.5 * cm.report["store_all_kept"]
     # One update per distinct parameter: a tied weight (GPT-2's head, BERT's decoder) is one tensor.
     updates = [op for op in cm.graph["ops"] if op["phase"] == "update"]
     assert len(updates) == len({p.data_ptr() for p in model.parameters()})
@@ -147,7 +147,7 @@ def test_parameters_no_gradient_reaches_are_read_but_not_updated():
     model = transformers.BertModel(transformers.BertConfig(
         num_hidden_layers=1, hidden_size=H, intermediate_size=2 * H, num_attention_heads=4, vocab_size=V,
         max_position_embeddings=S, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    g, joint, _ = export_with_mapping(model, (_ids(),), lambda out: out.last_hidden_state.pow(2).mean(),
+    g, joint, _ = export_step(model, (_ids(),), lambda out: out.last_hidden_state.pow(2).mean(),
                                       workspace="none")
     assert joint.no_grad == {"pooler.dense.weight": "unused", "pooler.dense.bias": "unused"}
     assert all(p.requires_grad for p in model.parameters())
@@ -217,7 +217,9 @@ def test_autocast_casts_are_ops_of_their_own():
 
 
 def test_adamw_has_adams_memory():
-    from memplan_torch.export import OPTIMIZERS, build_graph, trace
+    from memplan_torch.graph.lower import build_graph
+    from memplan_torch.step.joint import OPTIMIZERS
+    from memplan_torch.step.trace import trace
     assert "adamw" in OPTIMIZERS
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(V, H), nn.Linear(H, V))

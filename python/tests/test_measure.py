@@ -5,7 +5,7 @@ import torch
 from torch.autograd import DeviceType
 
 import memplan_torch as mt
-from memplan_torch import device, measure
+from memplan_torch import device, probe, workspaces
 
 import models
 
@@ -33,9 +33,9 @@ def test_cpu_peak_counts_only_the_cpus_events():
     # On a CUDA machine the profiler also reports the GPU allocator's events; they are not CPU memory.
     events = [_Event(1, 100, DeviceType.CPU), _Event(2, 1 << 20, DeviceType.CUDA), _Event(3, -100, DeviceType.CPU),
               _Event(4, 60, DeviceType.CPU), _Event(5, -(1 << 20), DeviceType.CUDA), _Event(6, 8, DeviceType.MKLDNN)]
-    assert measure._running_peak(measure._cpu_events(events)) == 100
+    assert probe.running_peak(probe.cpu_memory_events(events)) == 100
     events.append(_Event(7, 50, DeviceType.CPU))
-    assert measure._running_peak(measure._cpu_events(events)) == 118
+    assert probe.running_peak(probe.cpu_memory_events(events)) == 118
 
 
 def test_step_measured_on_the_cpu():
@@ -46,13 +46,13 @@ def test_step_measured_on_the_cpu():
         b = a * 2  # both live: 2 MiB above what was allocated before
         return b.sum()
 
-    m = measure.measure_step(step, resident=1000)
+    m = probe.measure_step(step, resident=1000)
     assert m.device == "cpu" and m.max_allocated is None and m.max_reserved is None
     assert 1000 + 2 * 4 * n <= m.peak < 1000 + 3 * 4 * n
     assert m.result.item() == 2 * n
-    assert measure.peak_of(step, 1000)[0] == m.peak
+    assert probe.peak_of(step, 1000)[0] == m.peak
     with pytest.raises(ValueError, match="meta"):
-        measure.measure_step(step, device="meta")
+        probe.measure_step(step, device="meta")
 
 
 _calls = {"cold": 0}
@@ -79,11 +79,11 @@ def test_a_warm_up_run_hides_what_a_first_run_allocates_once():
     gm = torch.fx.symbolic_trace(_Cold())
     x = torch.ones(16)
     _calls["cold"] = 0
-    cold = measure.node_workspaces(gm, [x])
+    cold = workspaces.node_workspaces(gm, [x])
     assert cold.get("_cold_temporary", 0) > 3 << 20  # the cold run sees the one-off 4 MiB
     assert _calls["cold"] == 1
     _calls["cold"] = 0
-    assert measure.node_workspaces(gm, [x], warmup=1).get("_cold_temporary", 0) < 1 << 20
+    assert workspaces.node_workspaces(gm, [x], warmup=1).get("_cold_temporary", 0) < 1 << 20
     assert _calls["cold"] == 2
 
 
@@ -117,13 +117,14 @@ def test_preserved_rng_restores_the_cpu_generator():
 def test_an_op_alone_on_zeros_has_the_workspace_it_has_in_the_step():
     # What the partitioner measures (each op alone, zero-filled inputs of its fake values' shapes) against what
     # the export measures (a run of the whole step on the real inputs), on the convolutions of a small CNN.
-    from memplan_torch.export import autocast_as, export_with_mapping, placeholder_values
+    from memplan_torch.graph.step_graph import export_step
+    from memplan_torch.step.joint import autocast_as
     model, inputs, targets, _ = models.small_cnn()
-    _, joint, _ = export_with_mapping(model, inputs, targets=targets, workspace="none")
+    _, joint, _ = export_step(model, inputs, targets=targets, workspace="none")
     with autocast_as(()):
-        whole = measure.node_workspaces(joint.gm, placeholder_values(joint, tuple(inputs) + tuple(targets)))
+        whole = workspaces.node_workspaces(joint.gm, joint.placeholder_values(tuple(inputs) + tuple(targets)))
     convs = lambda n: "convolution" in str(n.target)  # noqa: E731
-    alone = measure.op_workspaces(joint.gm, convs)
+    alone = workspaces.op_workspaces(joint.gm, convs)
     names = [n.name for n in joint.gm.graph.nodes if n.op == "call_function" and convs(n)]
     assert names and any(whole.get(n, 0) > 0 for n in names)
     assert {n: alone.get(n, 0) for n in names} == {n: whole.get(n, 0) for n in names}

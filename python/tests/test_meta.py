@@ -9,7 +9,7 @@ import torch.nn as nn
 
 import memplan_torch as mt
 from memplan_torch import command, costs
-from memplan_torch.export import export_with_mapping
+from memplan_torch.graph.step_graph import export_step
 
 import decoder
 
@@ -40,7 +40,7 @@ def test_a_meta_model_exports_without_allocating_its_parameters():
     assert param_bytes > 600e6
     ids = torch.empty(1, 64, dtype=torch.long, device="meta")
     rise = _peak_rss_since_reset()
-    g, joint, _ = export_with_mapping(model, (ids,), targets=(ids,), optimizer="adamw", cost="roofline:h100")
+    g, joint, _ = export_step(model, (ids,), targets=(ids,), optimizer="adamw", cost="roofline:h100")
     assert rise() < param_bytes / 4, f"peak RSS rose by {rise() / 1e6:.0f} MB for {param_bytes / 1e6:.0f} MB of weights"
     # The model keeps its meta tensors; the trace saw fake ones, with no data.
     assert all(p.device.type == "meta" for p in model.parameters()) and model.inv_freq.device.type == "meta"

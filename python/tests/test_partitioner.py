@@ -11,7 +11,8 @@ import torch.nn as nn
 
 import memplan_torch as mt
 from memplan_torch import command
-from memplan_torch.planned import resident_at_seed, schedule_of
+from memplan_torch.graph.schedule import schedule_of
+from memplan_torch.probe import peak_of, storage_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +126,7 @@ def test_gradients_equal_eager_and_the_forward_saves_what_the_plan_keeps(make, b
         ref_opt.step()
     (p,) = part.partitions
     assert not any(o.get("random") for o in p.graph["ops"])  # attention with dropout_p=0 draws nothing
-    ok, report = command.check(p.planned, p.plan)
+    ok, report = command.check(p.graph, p.plan, p.budget_on)
     assert ok, report
     # The plan recomputes, and the backward module runs exactly those forward ops again.
     assert p.schedule.recomputed and p.recomputed
@@ -164,12 +165,13 @@ def test_a_saved_budget_bounds_what_the_forward_saves(make):
     (p,) = half.partitions
     assert 0 < _saved_bytes(p) <= full // 2 and p.recomputed
     assert inductor_config.fusion_memory_timeline_peak_memory_increase_gb == 0.0  # fusion_guard's default
-    # The budget is the saved bytes on top of what is live at the boundary whatever the plan saves
-    # (resident_at_seed): so it is for this plan and for store-all's.
-    store_all_plan, _ = command.plan(p.planned, None)
-    for plan in (p.plan, store_all_plan):
-        s = schedule_of(p.planned, p.mapping, plan, p.joint)
-        assert s.saved_bytes > 0 and s.seed_live == resident_at_seed(p.planned, p.mapping, p.joint) + s.saved_bytes
+    # The budget is the saved bytes on top of what is live at the boundary whatever the plan saves (memplan's
+    # "resident"), and what memplan counts as kept is what the schedule here counts as saved, for this plan
+    # and for store-all's.
+    assert p.budget == p.report["resident"] + full // 2
+    assert p.schedule.saved_bytes == p.report["kept"] <= full // 2
+    store_all_plan, _ = command.plan(p.graph, None)
+    assert schedule_of(p.graph, p.mapping, store_all_plan, p.joint).saved_bytes == p.report["store_all_kept"]
 
 
 def test_a_budget_nothing_fits_is_named():
@@ -221,7 +223,6 @@ def test_a_peak_budget_holds_under_inductor_with_channels_last_convolutions(frac
     and the image: the measured peak of the compiled step stays within the budget the plan was made for,
     give or take one of the step's largest tensors (Inductor's scheduler fuses and places the backward's
     kernels itself; the tolerance docs/torch.md states)."""
-    from memplan_torch.measure import peak_of, storage_bytes
     model = _convnet().train()
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
@@ -251,8 +252,7 @@ class _Embedder(nn.Module):
 
 
 def test_inlined_forward_values_and_scatters_in_place_keep_the_peak_within_the_budget():
-    from memplan_torch.measure import peak_of, storage_bytes
-    from memplan_torch.partitioner import _SCATTERS
+    from memplan_torch.graph.passes import SCATTERS
     model = _Embedder().train()
     ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
     part = mt.Partitioner(1.0, time_limit=5)
@@ -263,13 +263,58 @@ def test_inlined_forward_values_and_scatters_in_place_keep_the_peak_within_the_b
     def packet(op):
         n = nodes.get(p.mapping.op_node.get(op["name"]))
         return getattr(getattr(getattr(n, "target", None), "overloadpacket", None), "__name__", "")
-    scatters = [o for o in p.graph["ops"] if o.get("inplace") and packet(o) in _SCATTERS]
+    scatters = [o for o in p.graph["ops"] if o.get("inplace") and packet(o) in SCATTERS]
     assert scatters, "the embedding's backward may write over its zero-filled table"
     assert len(p.graph["ops"]) < len(p.mapping.op_node), "no forward point-wise value was inlined"
-    ok, report = command.check(p.planned, p.plan)
+    ok, report = command.check(p.graph, p.plan, p.budget_on)
     assert ok, report
     model.zero_grad(set_to_none=True)
     resident = storage_bytes(list(model.parameters()) + [ids])
     peak = peak_of(lambda: step(ids).backward(), resident)[0]
     largest = max(t["bytes"] for t in p.graph["tensors"] if not t.get("persistent"))
     assert peak <= p.budget + largest, f"measured {peak} B, budget {p.budget} B, plan {p.plan['arena_bytes']} B"
+
+
+@pytest.mark.parametrize("budget_on", ["peak", "saved"])
+def test_one_memplan_process_plans_each_region(budget_on, monkeypatch):
+    # Two regions (a graph break between the blocks): each is planned by one `memplan plan`, which resolves
+    # the fraction against the store-all plan it makes itself.
+    calls = []
+    run = command.run
+
+    def counting(args, check=True):
+        calls.append(args[0])
+        return run(args, check)
+    monkeypatch.setattr(command, "run", counting)
+    torch.manual_seed(0)
+    first = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(32, 32), nn.GELU())])
+    second = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(32, 32), nn.GELU())], nn.Linear(32, 10))
+
+    def step(x, y):
+        h = first(x)
+        torch._dynamo.graph_break()
+        return nn.functional.cross_entropy(second(h), y)
+    part = mt.Partitioner(0.5, budget_on=budget_on, time_limit=2)
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(4096, 32, generator=g), torch.randint(0, 10, (4096,), generator=g)
+    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        torch.compile(step)(x, y).backward()
+    assert len(part.partitions) == 2 and calls == ["plan", "plan"]
+    for p in part.partitions:
+        assert p.report["budget_on"] == budget_on and p.budget == p.report["budget"]
+
+
+def test_the_cache_key_covers_every_source_of_the_package(tmp_path):
+    import pathlib
+    import shutil
+    from memplan_torch import partitioner
+    here = pathlib.Path(partitioner.__file__).resolve().parent
+    copy_ = tmp_path / "memplan_torch"
+    shutil.copytree(here, copy_, ignore=shutil.ignore_patterns("__pycache__"))
+    assert partitioner.source_digest(copy_) == partitioner.source_digest() and \
+        partitioner.source_digest() in mt.Partitioner(0.5).uuid()
+    nested = copy_ / "graph" / "passes.py"
+    nested.write_text(nested.read_text() + "\n# edited\n")
+    assert partitioner.source_digest(copy_) != partitioner.source_digest()

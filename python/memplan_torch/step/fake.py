@@ -9,8 +9,8 @@ parameter, buffer and tensor attribute of a model and of every example input and
 one ``FakeTensorMode`` (a tied weight stays one tensor), and puts the model's own tensors back on exit.
 A real tensor's fake lives on the real tensor's device; a meta tensor's on ``meta_device``.
 
-This is the only module of memplan_torch that swaps fake tensors into a model
-(``torch._subclasses.fake_tensor``, a private API): a PyTorch release that moves it breaks here.
+The fake tensor mode and a module's own tables of tensors are private PyTorch names, reached through
+``_compat``.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import contextlib
 from typing import Sequence
 
 import torch
+
+from .. import _compat
 
 
 def _tensor_attributes(model: torch.nn.Module):
@@ -71,14 +73,12 @@ def faked(model: torch.nn.Module, example_inputs: Sequence, targets: Sequence = 
     ones stay tied); yields the Swap (its ``real`` maps a fake back to the model's tensor), the example
     inputs and the targets made fake likewise (other values as they are). On exit the model holds its own
     tensors again."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     # Real tensors the forward makes from Python data (a `torch.arange(seq)` lifted as a constant) meet the
     # fake ones: allowed, as in aot_autograd's own mode.
-    swap = Swap(FakeTensorMode(allow_non_fake_inputs=True), meta_device)
+    swap = Swap(_compat.fake_mode(allow_non_fake_inputs=True), meta_device)
     try:
         for mod in model.modules():
-            for table in (mod._parameters, mod._buffers):
+            for table in _compat.tensor_tables(mod):
                 for k, v in list(table.items()):
                     if v is not None:
                         swap.replace(table, k)
