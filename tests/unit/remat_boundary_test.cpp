@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace memplan;
 
@@ -27,21 +29,25 @@ namespace {
 /// are resident (54 bytes).
 graph hourglass() {
     graph g("hourglass");
-    g.add_tensor("x", 100);
+    const std::pair<const char*, std::uint64_t> sizes[] = {{"x", 100},   {"big", 10000}, {"a", 1000}, {"loss", 4},
+                                                           {"dl", 4},    {"da", 20000},  {"dw", 50}};
+    for (const auto& [name, bytes] : sizes) g.add_tensor(name, bytes);
     g.add_tensor("w", 50, true);
-    g.add_tensor("big", 10000);
-    g.add_tensor("a", 1000);
-    g.add_tensor("loss", 4);
-    g.add_tensor("dl", 4);
-    g.add_tensor("da", 20000);
-    g.add_tensor("dw", 50);
-    g.add_op("f0", {"x"}, {"big"}, 1.0, 300);
-    g.add_op("f1", {"big", "w"}, {"a"}, 2.0);
-    g.add_op("loss", {"a"}, {"loss"}, 0.5);
-    g.add_op("loss.bwd", {"loss"}, {"dl"}, 0.5, 0, phase::backward);
-    g.add_op("b1", {"a", "dl"}, {"da"}, 2.0, 5000, phase::backward);
-    g.add_op("b0", {"x", "da"}, {"dw"}, 2.0, 0, phase::backward);
-    g.add_op("u", {"w", "dw"}, {}, 0.5, 0, phase::update);
+    struct row {
+        const char* name;
+        std::vector<std::string> inputs, outputs;
+        double cost;
+        std::uint64_t workspace;
+        phase ph;
+    };
+    const row ops[] = {{"f0", {"x"}, {"big"}, 1.0, 300, phase::forward},
+                       {"f1", {"big", "w"}, {"a"}, 2.0, 0, phase::forward},
+                       {"loss", {"a"}, {"loss"}, 0.5, 0, phase::forward},
+                       {"loss.bwd", {"loss"}, {"dl"}, 0.5, 0, phase::backward},
+                       {"b1", {"a", "dl"}, {"da"}, 2.0, 5000, phase::backward},
+                       {"b0", {"x", "da"}, {"dw"}, 2.0, 0, phase::backward},
+                       {"u", {"w", "dw"}, {}, 0.5, 0, phase::update}};
+    for (const auto& o : ops) g.add_op(o.name, o.inputs, o.outputs, o.cost, o.workspace, o.ph);
     g.add_output(*g.find_tensor("loss"));
     return g;
 }
@@ -76,11 +82,8 @@ std::size_t check_within(const graph& g, const boundary_graph<graph>& h, std::ui
 TEST_CASE("remat.boundary.step_is_the_first_op_outside_the_forward") {
     const auto g = hourglass();
     CHECK(boundary_step(g, default_schedule(g)) == 3);
-    graph fwd("forward-only");
-    fwd.add_tensor("x", 8);
-    fwd.add_tensor("y", 8);
-    fwd.add_op("f", {"x"}, {"y"});
-    CHECK(boundary_step(fwd, default_schedule(fwd)) == 1);
+    const auto fwd = testing::diamond_graph(); // forward ops only
+    CHECK(boundary_step(fwd, default_schedule(fwd)) == fwd.num_ops());
 }
 
 TEST_CASE("remat.boundary.bytes_of_store_all_split_resident_and_kept") {
@@ -141,14 +144,11 @@ TEST_CASE("remat.boundary.memory_graph_variants_read_the_room") {
 }
 
 TEST_CASE("remat.boundary.memory_graph_without_a_backward_adds_nothing") {
-    graph g("forward-only");
-    g.add_tensor("x", 8);
-    g.add_tensor("y", 8);
-    g.add_op("f", {"x"}, {"y"});
+    const auto g = testing::diamond_graph();
     const auto h = boundary_memory_graph(g);
     CHECK(h.room == 0);
-    CHECK(h.graph.num_ops() == 1);
-    CHECK(h.graph.num_tensors() == 2);
+    CHECK(h.graph.num_ops() == g.num_ops());
+    CHECK(h.graph.num_tensors() == g.num_tensors());
 }
 
 TEST_CASE("remat.boundary.memory_graph_refuses_a_graph_with_the_room_name") {
