@@ -57,25 +57,12 @@ def test_a_fraction_is_saved_F_and_options_are_named():
         budget.read(0.5, "both")
 
 
-def _counted(monkeypatch):
-    """The memplan processes the package starts, by subcommand."""
-    calls = []
-    run = command.run
-
-    def counting(args, check=True):
-        calls.append(args[0])
-        return run(args, check)
-    monkeypatch.setattr(command, "run", counting)
-    return calls
-
-
 @pytest.mark.parametrize("given,budget_on", [(0.85, "peak"), (0.5, "saved"), ("95%", "peak"), ("60%", "saved")])
-def test_compile_plans_in_one_process_and_means_what_the_command_means(given, budget_on, monkeypatch):
+def test_compile_plans_in_one_process_and_means_what_the_command_means(given, budget_on, memplan_calls):
     model, inputs, targets, _ = models.small_cnn()
-    calls = _counted(monkeypatch)
     cm = mt.compile(copy.deepcopy(model), given, inputs, targets=targets, workspace="none", time_limit=2,
                     budget_on=budget_on)
-    assert calls == ["plan"]
+    assert memplan_calls == ["plan"]
     # The number the command resolves for the exported graph is the one compile planned for.
     _, report = command.plan(cm.graph, budget.read(given, budget_on), time_limit=2)
     assert report["budget"] == cm.budget_bytes == cm.report["budget"]

@@ -276,16 +276,9 @@ def test_inlined_forward_values_and_scatters_in_place_keep_the_peak_within_the_b
 
 
 @pytest.mark.parametrize("budget_on", ["peak", "saved"])
-def test_one_memplan_process_plans_each_region(budget_on, monkeypatch):
+def test_one_memplan_process_plans_each_region(budget_on, memplan_calls):
     # Two regions (a graph break between the blocks): each is planned by one `memplan plan`, which resolves
     # the fraction against the store-all plan it makes itself.
-    calls = []
-    run = command.run
-
-    def counting(args, check=True):
-        calls.append(args[0])
-        return run(args, check)
-    monkeypatch.setattr(command, "run", counting)
     torch.manual_seed(0)
     first = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(32, 32), nn.GELU())])
     second = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(32, 32), nn.GELU())], nn.Linear(32, 10))
@@ -301,7 +294,7 @@ def test_one_memplan_process_plans_each_region(budget_on, monkeypatch):
     with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
             functorch_config.patch(enable_autograd_cache=False):
         torch.compile(step)(x, y).backward()
-    assert len(part.partitions) == 2 and calls == ["plan", "plan"]
+    assert len(part.partitions) == 2 and memplan_calls == ["plan", "plan"]
     for p in part.partitions:
         assert p.report["budget_on"] == budget_on and p.budget == p.report["budget"]
 
