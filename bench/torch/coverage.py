@@ -4,7 +4,8 @@
 
 One table row a model (each in a process of its own, see ``common.isolated``; one that fails prints its one-line
 error and the others still run): the exported graph's ops and tensors, export seconds, the plan at ``budget``
-(``budget_on="peak"`` first, ``"saved"`` when the peak budget is infeasible; the row says which), its status and
+(``budget_on="peak"`` first, ``"saved"`` when the peak budget is infeasible or memplan finds no plan for it in
+the time limit; the row says which), its status and
 overhead as memplan's report prints them and its planning seconds; then ``--steps`` SGD steps with
 ``memplan_torch.compile``'s module, each against the unplanned eager step from the same weights: the largest relative
 difference of the loss and of any gradient (``max |a - b| / max |b|`` over parameters, over all steps; a gradient
@@ -70,12 +71,13 @@ def make(name: str, batch: int, image: int | None = None):
 
 
 def planned(model, inputs, targets, loss_fn, budget, time_limit):
-    """(compiled module, budget_on): the peak budget, or the saved budget where the peak's is infeasible."""
+    """(compiled module, budget_on): the peak budget, or the saved budget where the peak's is infeasible or no plan
+    for it is found in the time limit."""
     try:
         return mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, budget_on="peak",
                           time_limit=time_limit), "peak"
-    except mt.Infeasible as e:
-        log(f"peak budget infeasible ({str(e).splitlines()[0]}); trying budget_on='saved'")
+    except (mt.Infeasible, mt.NoPlan) as e:
+        log(f"peak budget: {type(e).__name__} ({str(e).splitlines()[0]}); trying budget_on='saved'")
     return mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, budget_on="saved",
                       time_limit=time_limit), "saved"
 
