@@ -4,8 +4,8 @@
    ``memplan`` command (``python -m memplan_torch export ...`` from the shell);
 2. ``compile(model, budget, example_inputs, ...)`` -> a module whose training step follows memplan's plan
    (what the forward keeps, what the backward recomputes), run eagerly;
-3. ``torch._inductor.config.custom_partitioner_fn = Partitioner(budget)``: ``torch.compile`` saves for the
-   backward what memplan's plan keeps and recomputes the rest (Inductor compiles both halves).
+3. ``Partitioner(budget)`` as Inductor's ``custom_partitioner_fn``: ``torch.compile`` saves for the backward
+   what memplan's plan keeps and recomputes the rest (Inductor compiles both halves; docs/torch.md).
 
 A budget means the same at every door (``memplan_torch.budget``). The C++ side is reached only through the
 ``memplan`` command (``command``). Layers, lowest first (each imports only those before it; checked by

@@ -1,8 +1,6 @@
-"""memplan's plan inside ``torch.compile``: a partitioner that Inductor compiles.
-
-    import torch._inductor.config
-    torch._inductor.config.custom_partitioner_fn = memplan_torch.Partitioner("8GB")
-    step = torch.compile(model)        # then train as usual
+"""Door 3: memplan's plan inside ``torch.compile``, a partitioner that Inductor compiles. Set it as
+Inductor's ``custom_partitioner_fn`` (its configuration module's, as docs/torch.md shows), then
+``torch.compile`` the step and train as usual.
 
 aot_autograd traces the forward and the backward of each compiled region into one joint graph and asks
 a partitioner which of the forward's tensors to save for the backward; the backward recomputes the rest.
@@ -106,7 +104,7 @@ def _output_nodes(gm: torch.fx.GraphModule) -> list:
 
 
 class Partitioner(_compat.partitioner_base()):
-    """A ``torch._inductor.config.custom_partitioner_fn`` that saves what memplan's plan keeps.
+    """Inductor's ``custom_partitioner_fn``: saves for the backward what memplan's plan keeps.
 
     ``budget`` and ``budget_on``: as ``compile``'s (the table in ``memplan_torch.budget``), of the region's
     step: "peak" (default) bounds the region's whole step, "saved" only what the forward saves for the
@@ -124,7 +122,7 @@ class Partitioner(_compat.partitioner_base()):
     the whole budget on its own (a region's step is planned as if it were the only one: regions run one
     after the other, and what one region's caller holds is outside its graph).
     ``fusion_guard`` (default True): when neither of Inductor's fusion memory thresholds is set, the first
-    call sets ``torch._inductor.config.fusion_memory_timeline_peak_memory_increase_gb = 0`` (process-wide,
+    call sets Inductor's ``fusion_memory_timeline_peak_memory_increase_gb = 0`` (process-wide,
     as the partitioner itself is set), so that Inductor refuses a fusion that raises the peak of the graph it
     compiles; without it a horizontal fusion can hold a recomputed tensor across the plan's steps (ResNet-50
     at f = 0.3 measured one of its largest activations above the budget).

@@ -1,4 +1,4 @@
-"""Train in PyTorch with memplan's plan.
+"""Door 2: train in PyTorch with memplan's plan, run eagerly.
 
 ``compile(model, budget, example_inputs, targets=...)`` exports the training step,
 asks memplan for a plan under the budget, and returns a module whose call runs

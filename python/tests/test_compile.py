@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import memplan_torch as mt
-from memplan_torch import budget
+from memplan_torch.budget import read as read_budget
 from memplan_torch.graph.schedule import schedule_of
 from memplan_torch.graph.step_graph import export_step
 from memplan_torch.probe import peak_of, storage_bytes
@@ -165,7 +165,7 @@ def test_predicted_peak_counts_the_workspaces_a_saved_bytes_plan_leaves_out():
     big = 64 << 20  # far more than the small CNN's tensors
     op = next(o for o in g["ops"] if o["phase"] == "backward" and "convolution_backward" in o["aten"])
     op["workspace"] = big
-    plan, _ = mt.command.plan(g, budget.read("100%", "saved"), time_limit=5)
+    plan, _ = mt.command.plan(g, read_budget("100%", "saved"), time_limit=5)
     assert not any(b.get("tensor") is None and b["bytes"] >= big for b in plan["buffers"])
     resident = sum(t["bytes"] for t in g["tensors"] if t.get("persistent"))
     assert schedule_of(g, mapping, plan, joint).live_peak >= resident + big
@@ -188,7 +188,7 @@ def test_a_saved_bytes_budget_bounds_what_crosses_the_seed_and_nothing_else():
                [("f1", ["x"], ["t1"], "forward"), ("f2", ["t1"], ["t2"], "forward"),
                 ("f3", ["t2"], ["t3"], "forward"), ("fl", ["t3"], ["loss"], "forward"),
                 ("seed", ["loss"], ["gl"], "backward"), ("b", ["gl", "t1", "t2", "t3"], ["gx"], "backward")])
-    saved = budget.read(101 * k, "saved")
+    saved = read_budget(101 * k, "saved")
     plan, report = mt.command.plan(g, saved, remat="auto", time_limit=2)
     assert mt.command.check(g, plan, "saved")[0]
     assert report["resident"] == k and report["budget"] == 102 * k and report["kept"] <= 101 * k
@@ -201,4 +201,4 @@ def test_a_saved_bytes_budget_bounds_what_crosses_the_seed_and_nothing_else():
     assert steps[split:].count("f1") == 1 and steps[split:].count("f2") == 1 and "f3" not in steps[split:]
     # The same bytes as a budget on every step are infeasible.
     with pytest.raises((mt.Infeasible, mt.NoPlan)):
-        mt.command.plan(g, budget.read(102 * k), remat="auto", time_limit=2)
+        mt.command.plan(g, read_budget(102 * k), remat="auto", time_limit=2)
