@@ -19,6 +19,7 @@ using namespace memplan;
 TEST_CASE("property.every_allocator.valid_and_above_lower_bound") {
     std::mt19937_64 rng(20261129);
     std::size_t aliased = 0, recomputed = 0; // the generator must exercise in-place and recomputation
+    std::size_t aliased_peaks = 0;           // peaks where a buffer takes over another in place
     for (int trial = 0; trial < 60; ++trial) {
         testing::random_graph_options opt;
         opt.forward_ops = 3 + static_cast<std::size_t>(trial % 17);
@@ -37,6 +38,31 @@ TEST_CASE("property.every_allocator.valid_and_above_lower_bound") {
             recomputed += s.size() - g.num_ops();
             CHECK(r.bound == lower_bound(r.plan));
             CHECK(r.bound == schedule_lower_bound(g, s));
+            // What holds the peak: the listed buffers live at its step, largest first, their bytes the
+            // peak's (a buffer taking over another in place there shares its bytes and is not listed).
+            const auto m = peak_moment_of(r.plan);
+            CHECK(m.bytes == r.bound);
+            std::uint64_t listed = 0;
+            bool alias_here = false;
+            for (std::size_t i = 0; i < m.buffers.size(); ++i) {
+                const auto& b = r.plan.buffers[m.buffers[i]];
+                CHECK((b.first <= m.step && m.step <= b.last));
+                if (i > 0) CHECK(r.plan.buffers[m.buffers[i - 1]].bytes >= b.bytes);
+                listed += b.bytes;
+            }
+            // An in-place buffer starting at the step adds only what it has beyond its source's bytes.
+            std::uint64_t beyond = 0;
+            for (const auto& b : r.plan.buffers) {
+                if (!b.has_alias() || b.first != m.step) continue;
+                for (const auto& y : r.plan.buffers)
+                    if (!y.is_workspace() && y.tensor == b.alias && y.last == b.first && y.offset == b.offset) {
+                        alias_here = true;
+                        beyond += b.bytes > y.bytes ? b.bytes - y.bytes : 0;
+                        break;
+                    }
+            }
+            CHECK(listed + beyond == m.bytes);
+            aliased_peaks += alias_here ? 1 : 0;
             if (name == "no_reuse") {
                 // Stacked blocks: the sum of aligned block sizes, less the last block's padding.
                 std::vector<std::size_t> block_of;
@@ -54,6 +80,7 @@ TEST_CASE("property.every_allocator.valid_and_above_lower_bound") {
     }
     CHECK(aliased > 0);
     CHECK(recomputed > 0);
+    CHECK(aliased_peaks > 0);
 }
 
 TEST_CASE("property.recompute.creates_second_materialisation") {

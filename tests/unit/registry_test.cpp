@@ -126,6 +126,49 @@ TEST_CASE("budget.parse_saved_fraction") {
     CHECK(testing::message_of([&] { (void)s.of(1000); }).find("saved:F needs") != std::string::npos);
 }
 
+TEST_CASE("budget.parse_fraction") {
+    const auto f = parse_budget("b", "fraction:0.25");
+    REQUIRE(f.fraction);
+    CHECK(*f.fraction == 0.25);
+    CHECK(!f.saved);
+    CHECK(parse_budget("b", "fraction:0").fraction == 0.0);
+    CHECK(parse_budget("b", "fraction:1").fraction == 1.0);
+    for (const char* bad : {"fraction:1.5", "fraction:", "fraction:x", "fraction:-0.5", "fraction:-0", "fraction:nan",
+                            "fraction:inf", "fraction:0.5GiB", "fraction:+0.5"})
+        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
+                  .find("option --budget: fraction:F wants a fraction F in [0, 1]") != std::string::npos);
+    // Below 1 the smallest peak is needed, which the arena alone does not give; 1 is the arena.
+    CHECK(f.needs_floor());
+    CHECK(!f.needs_floor(budget_on::saved));
+    CHECK(!parse_budget("b", "fraction:1").needs_floor());
+    CHECK(parse_budget("b", "fraction:1").of(1000) == 1000);
+    CHECK(testing::message_of([&] { (void)f.of(1000); }).find("fraction:F needs the smallest peak") !=
+          std::string::npos);
+}
+
+TEST_CASE("budget.fraction_interpolates_from_the_smallest_peak") {
+    budget_reference r{10000, 1000, 4000}; // store-all: arena, resident, kept
+    r.floor = 6000;                        // the smallest peak found
+    CHECK(parse_budget("b", "fraction:0").of(r) == 6000);
+    CHECK(parse_budget("b", "fraction:0.25").of(r) == 7000);
+    CHECK(parse_budget("b", "fraction:1").of(r) == 10000);
+    // Monotone in F, every value within [floor, arena].
+    std::uint64_t last = 0;
+    for (int i = 0; i <= 100; ++i) {
+        const auto b = parse_budget("b", "fraction:" + std::to_string(i / 100.0)).of(r);
+        CHECK(b >= last);
+        CHECK(b >= r.floor);
+        CHECK(b <= r.arena);
+        last = b;
+    }
+    // On the boundary: the resident bytes and F of what store-all keeps, as saved:F (F = 0 allowed).
+    CHECK(parse_budget("b", "fraction:0.25").of(r, budget_on::saved) == 2000);
+    CHECK(parse_budget("b", "fraction:0").of(r, budget_on::saved) == 1000);
+    // A floor at or above the arena (nothing below store-all found) is the arena.
+    r.floor = 10000;
+    CHECK(parse_budget("b", "fraction:0").of(r) == 10000);
+}
+
 TEST_CASE("budget.resolved_for_the_peak_and_for_the_boundary") {
     const budget_reference r{10000, 1000, 4000}; // store-all: arena, resident, kept
     const auto bytes = parse_budget("b", "3000");

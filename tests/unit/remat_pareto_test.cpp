@@ -132,6 +132,38 @@ TEST_CASE("remat.pareto.resnet_block") {
         CHECK_FALSE(memplan::has_solution(planner(curve.front().budget - tol - 1).status));
 }
 
+TEST_CASE("remat.pareto.smallest_budget_search") {
+    const auto g = example_graph("resnet-block-train.json");
+    const drop_largest planner(g);
+    const memplan::remat_context<memplan::graph> ctx(g);
+    const auto top = memplan::store_all{}.plan(g, {}).arena();
+    memplan::fitting_plans<memplan::graph> found;
+    CHECK(found.empty());
+    CHECK(found.smallest() == nullptr);
+    const auto bracket = memplan::smallest_budget_search(ctx, top, planner, found, 0.01, 12, memplan::deadline{});
+    REQUIRE(!found.empty());
+    const auto* smallest = found.smallest();
+    REQUIRE(smallest);
+    // The smallest plan fits the bracket's top, which the bisection narrowed below store-all.
+    CHECK(smallest->arena() <= bracket.hi);
+    CHECK(bracket.hi < top);
+    CHECK(bracket.lo <= bracket.hi);
+    CHECK(memplan::check_plan(g, smallest->plan).ok());
+    // For any budget at or above the smallest arena there is a kept plan, the cheapest within it.
+    for (std::uint64_t b : {smallest->arena(), (smallest->arena() + top) / 2, top}) {
+        const auto* c = found.cheapest_within(b);
+        REQUIRE(c);
+        CHECK(c->arena() <= b);
+        CHECK(c->cost <= smallest->cost);
+    }
+    CHECK(found.cheapest_within(smallest->arena() - 1) == nullptr);
+    // A plan over its own budget is not kept.
+    auto over = *smallest;
+    CHECK_FALSE(found.offer(over, over.arena() - 1));
+    CHECK_THROWS_AS(memplan::smallest_budget_search(ctx, top, planner, found, 1.5, 12, memplan::deadline{}),
+                    memplan::error);
+}
+
 TEST_CASE("remat.pareto.random_graphs") {
     std::mt19937_64 rng(20240605);
     for (int rep = 0; rep < 6; ++rep) {

@@ -207,33 +207,84 @@ pareto_sweep(const Graph& g, PlanAt&& plan_at, const pareto_options& opt = {}) {
     return pareto_sweep(remat_context<Graph>(g), std::forward<PlanAt>(plan_at), opt);
 }
 
+/// The plans a budget search found within their budgets: each is a
+/// candidate for every budget at or above its arena.
+template <class Graph>
+class fitting_plans {
+public:
+    using result_type = remat_result_of<Graph>;
+
+    /// Keeps `r` when it has a plan within `budget`; returns whether it did.
+    bool offer(const result_type& r, std::uint64_t budget) {
+        if (!has_solution(r.status) || r.arena() > budget) return false;
+        plans_.push_back(r);
+        return true;
+    }
+    /// The cheapest kept plan within `budget` (ties: the smaller arena); nullptr when none fits.
+    const result_type* cheapest_within(std::uint64_t budget) const {
+        const result_type* best = nullptr;
+        for (const auto& r : plans_)
+            if (r.arena() <= budget &&
+                (!best || r.cost < best->cost || (r.cost == best->cost && r.arena() < best->arena())))
+                best = &r;
+        return best;
+    }
+    /// The kept plan with the smallest arena (ties: the cheaper); nullptr when none.
+    const result_type* smallest() const {
+        const result_type* best = nullptr;
+        for (const auto& r : plans_)
+            if (!best || r.arena() < best->arena() || (r.arena() == best->arena() && r.cost < best->cost)) best = &r;
+        return best;
+    }
+    bool empty() const noexcept { return plans_.empty(); }
+
+private:
+    std::vector<result_type> plans_;
+};
+
+/// Bisection for the smallest budget at which `plan_at` (a callable as for
+/// `pareto_sweep`) finds a plan, from the context's schedule-free bound up
+/// to `top`, a budget known to fit (the store-all arena): within
+/// `tolerance` of top - bound (a fraction in (0, 1)), at most `max_steps`
+/// halvings, no run started after `until`. Every plan within its budget is
+/// offered to `found`. A miss is not a proof that nothing smaller fits (most
+/// planners are heuristics): `hi` of the result is the smallest budget the
+/// bisection saw fit (`top` when nothing smaller did), `lo` the largest
+/// seen to miss (or the bound).
+template <class Graph, class PlanAt>
+    requires std::is_invocable_r_v<remat_result_of<Graph>, PlanAt&, std::uint64_t>
+budget_bracket smallest_budget_search(const remat_context<Graph>& ctx, std::uint64_t top, PlanAt&& plan_at,
+                                      fitting_plans<Graph>& found, double tolerance, std::size_t max_steps,
+                                      const memplan::deadline& until) {
+    if (!(tolerance > 0 && tolerance < 1)) throw error("remat", "smallest budget: tolerance must be in (0, 1)");
+    const std::uint64_t floor_bytes = std::min<std::uint64_t>(ctx.min_memory().first, top);
+    const auto step = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(tolerance * static_cast<double>(top - floor_bytes)));
+    return smallest_fitting(floor_bytes, top, step, max_steps, until,
+                            [&](std::uint64_t b) { return found.offer(plan_at(b), b); });
+}
+
 /// The plan `plan_at` (a callable as for `pareto_sweep`) makes at the
-/// smallest budget it fits: bisection from the schedule-free bound up to
-/// `top` (the store-all arena), within `opt.tolerance` of `top`, at most
-/// `opt.max_bisection_steps` halvings, no run started after `opt.deadline`.
-/// A miss is not a proof that nothing smaller fits (most planners are
-/// heuristics): this is the smallest budget the bisection reached. Returns
-/// `top`'s run when nothing smaller fits, and it has no solution when not
-/// even `top` fits.
+/// smallest budget it fits: `smallest_budget_search` from the schedule-free
+/// bound up to `top` (the store-all arena), within `opt.tolerance` of `top`,
+/// at most `opt.max_bisection_steps` halvings, no run started after
+/// `opt.deadline`. Returns `top`'s run when nothing smaller fits, and it has
+/// no solution when not even `top` fits.
 template <class Graph, class PlanAt>
     requires std::is_invocable_r_v<remat_result_of<Graph>, PlanAt&, std::uint64_t>
 remat_result_of<Graph>
 smallest_budget_plan(const Graph& g, std::uint64_t top, PlanAt&& plan_at, const pareto_options& opt = {}) {
-    using result_type = remat_result_of<Graph>;
     if (!(opt.tolerance > 0 && opt.tolerance < 1))
         throw error("remat", "smallest budget: tolerance must be in (0, 1)");
-    auto fits = [](const result_type& r, std::uint64_t b) { return has_solution(r.status) && r.arena() <= b; };
-    result_type best = plan_at(top);
-    if (!fits(best, top)) return best;
-    const std::uint64_t floor_bytes = std::min<std::uint64_t>(remat_context<Graph>(g).min_memory().first, top);
-    const auto tolerance = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(opt.tolerance * static_cast<double>(top)));
-    smallest_fitting(floor_bytes, top, tolerance, opt.max_bisection_steps, opt.deadline, [&](std::uint64_t b) {
-        auto r = plan_at(b);
-        if (!fits(r, b)) return false;
-        if (r.arena() <= best.arena()) best = std::move(r);
-        return true;
-    });
-    return best;
+    fitting_plans<Graph> found;
+    auto first = plan_at(top);
+    if (!found.offer(first, top)) return first;
+    const remat_context<Graph> ctx(g);
+    const std::uint64_t floor_bytes = std::min<std::uint64_t>(ctx.min_memory().first, top);
+    // tolerance of top, as a share of top - floor
+    const double span = top > floor_bytes ? static_cast<double>(top - floor_bytes) : 1.0;
+    const double share = std::min(0.999, opt.tolerance * static_cast<double>(top) / span);
+    smallest_budget_search(ctx, top, plan_at, found, share, opt.max_bisection_steps, opt.deadline);
+    return *found.smallest();
 }
 
 /// The smallest arena among points whose overhead is at most `overhead`

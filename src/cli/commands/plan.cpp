@@ -7,6 +7,7 @@
 #include <memplan/remat/bound.hpp>
 #include <memplan/remat/boundary.hpp>
 #include <memplan/remat/budget.hpp>
+#include <memplan/remat/pareto.hpp>
 #include <memplan/remat/policy.hpp>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,19 @@ constexpr double order_share = 0.5;
 /// time left after store-all (the planner gets the rest first; the bound
 /// also gets whatever the planner leaves).
 constexpr double bound_share = 0.15;
+/// fraction:F of a peak budget (F < 1): the search for the smallest peak
+/// takes this share of the time left after store-all, each of its planner
+/// runs this share of what is left of it, and it stops within this share of
+/// store-all - the schedule-free bound, after at most this many halvings.
+/// The same search finds the smallest plan after a miss, in the time left.
+constexpr double floor_share = 0.5;
+constexpr double floor_run_share = 0.25;
+constexpr double floor_tolerance = 0.01;
+constexpr std::size_t floor_max_steps = 8;
+/// After a miss, the smallest plan is searched only with this much time left.
+constexpr double smallest_min_seconds = 0.2;
+/// The tensors the report lists at the smallest plan's peak.
+constexpr std::size_t peak_tensors_listed = 12;
 /// The bound's LP is not started with less time left than this: the LP
 /// solvers check their clocks only now and then (Clp took 1.4 s given 0.1 s
 /// on Llama-3-70B's knapsack LP), and the command must end by its limit.
@@ -50,18 +64,38 @@ struct budget_figures {
     std::uint64_t planner_budget = 0; ///< what the planner ran under (saved: bound + room)
     std::uint64_t room = 0;           ///< saved: boundary_memory_graph's room
     std::uint64_t store_all = 0;      ///< the store-all arena of the graph planned
+    std::uint64_t floor = 0;          ///< fraction:F: the smallest peak found (0: not searched)
     memplan::boundary_live store_all_at; ///< store-all's bytes at the boundary
     memplan::boundary_live plan_at;      ///< the plan's, when it fits
 
     bool saved() const noexcept { return on == memplan::budget_on::saved; }
 };
 
+/// The smallest plan found after a miss, and what holds its peak.
+struct smallest_figures {
+    const memplan::remat_result* plan = nullptr; ///< null: none searched or found
+    memplan::peak_moment moment;
+    bool used = false; ///< --on-infeasible smallest: it is the plan written
+};
+
+std::string step_op(const memplan::graph& g, const memplan::remat_result& r, std::size_t step) {
+    return step < r.plan.steps.size() ? g.op(r.plan.steps[step].op).name : std::string();
+}
+
+/// The buffer's tensor name, or "workspace of '<op>'".
+std::string buffer_name(const memplan::graph& g, const memplan::remat_result& r, const memplan::buffer& b) {
+    if (b.is_workspace()) return "workspace of '" + step_op(g, r, b.step) + "'";
+    return g.tensor(b.tensor).name;
+}
+
 /// `plan --budget`'s report for people.
 void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
-                      const budget_figures& b, const std::optional<std::string>& output) {
+                      const budget_figures& b, const smallest_figures& small,
+                      const std::optional<std::string>& output) {
     std::cout << "graph:         " << g.name() << " (" << g.num_ops() << " ops)\n"
               << "planner:       " << who << "\n"
-              << "status:        " << memplan::to_string(r.status) << (fits ? "" : ": no plan within the budget")
+              << "status:        " << memplan::to_string(r.status)
+              << (fits && !small.used ? "" : ": no plan within the budget")
               << "\n";
     if (b.saved())
         std::cout << "budget:        " << bytes_both(b.bound) << " at the boundary, "
@@ -74,6 +108,20 @@ void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, c
     std::cout << "store-all:     " << bytes_both(b.store_all) << "\n"
               << "boundary:      resident " << bytes_both(b.store_all_at.resident) << "; store-all keeps "
               << bytes_both(b.store_all_at.kept) << "\n";
+    if (b.floor) std::cout << "smallest peak: " << bytes_both(b.floor) << " (fraction:0; the smallest plan found)\n";
+    if (small.plan) {
+        const auto& p = *small.plan;
+        std::cout << "smallest plan: " << bytes_both(p.arena()) << ", overhead " << signed_percent(p.overhead())
+                  << (small.used ? " (written: --on-infeasible smallest)" : "") << "\n"
+                  << "its peak:      " << bytes_both(small.moment.bytes) << " live at step " << small.moment.step
+                  << " (op '" << step_op(g, p, small.moment.step) << "'):\n";
+        for (std::size_t i = 0; i < small.moment.buffers.size() && i < peak_tensors_listed; ++i) {
+            const auto& buf = p.plan.buffers[small.moment.buffers[i]];
+            std::cout << "  " << human_bytes(buf.bytes) << "  " << buffer_name(g, p, buf) << "\n";
+        }
+        if (small.moment.buffers.size() > peak_tensors_listed)
+            std::cout << "  ... and " << small.moment.buffers.size() - peak_tensors_listed << " more\n";
+    }
     if (!fits) {
         std::cout << "any schedule:  " << bytes_both(r.bound)
                   << (r.bound_op.empty() ? "" : " (op '" + r.bound_op + "')") << "\n";
@@ -103,12 +151,13 @@ void print_remat_text(const memplan::graph& g, const memplan::remat_result& r, c
 
 /// The same report as one JSON object (--json): bytes, seconds, overheads as fractions.
 void print_remat_json(const memplan::graph& g, const memplan::remat_result& r, const std::string& who, bool fits,
-                      const budget_figures& b, const std::optional<std::string>& output) {
+                      const budget_figures& b, const smallest_figures& small,
+                      const std::optional<std::string>& output) {
     nlohmann::json j{{"graph", g.name()},
                      {"ops", g.num_ops()},
                      {"planner", who},
                      {"status", memplan::to_string(r.status)},
-                     {"fits", fits},
+                     {"fits", fits && !small.used},
                      {"budget_on", memplan::to_string(b.on)},
                      {"budget", b.bound},
                      {"store_all", b.store_all},
@@ -117,6 +166,24 @@ void print_remat_json(const memplan::graph& g, const memplan::remat_result& r, c
                      {"seconds", r.seconds},
                      {"costs", cost_label(g)}};
     if (b.saved()) j.update({{"room", b.room}, {"planner_budget", b.planner_budget}});
+    if (b.floor) j["floor"] = b.floor;
+    if (small.plan) {
+        const auto& p = *small.plan;
+        nlohmann::json live = nlohmann::json::array();
+        for (auto i : small.moment.buffers) {
+            const auto& buf = p.plan.buffers[i];
+            live.push_back(buf.is_workspace()
+                               ? nlohmann::json{{"workspace", step_op(g, p, buf.step)}, {"bytes", buf.bytes}}
+                               : nlohmann::json{{"tensor", g.tensor(buf.tensor).name}, {"bytes", buf.bytes}});
+        }
+        j["smallest"] = {{"arena", p.arena()},
+                         {"overhead", p.overhead()},
+                         {"used", small.used},
+                         {"peak", {{"step", small.moment.step},
+                                   {"op", step_op(g, p, small.moment.step)},
+                                   {"bytes", small.moment.bytes},
+                                   {"live", std::move(live)}}}};
+    }
     if (fits) {
         j.update({{"arena", r.arena()},
                   {"kept", b.plan_at.kept},
@@ -143,6 +210,14 @@ memplan::budget_on budget_on_value(const parsed_args& a) {
     return v ? memplan::parse_budget_on("option --budget-on", *v) : memplan::budget_on::peak;
 }
 
+/// --on-infeasible: fail (default) or write the smallest plan found.
+bool on_infeasible_value(const parsed_args& a) {
+    const auto v = a.value_or("--on-infeasible", "fail");
+    if (v != "fail" && v != "smallest")
+        throw memplan::error("cli", "option --on-infeasible: expected fail or smallest, got '" + v + "'");
+    return v == "smallest";
+}
+
 int run_plan_remat(const parsed_args& a) {
     for (auto key : {"--alloc", "--order"})
         if (a.has(key))
@@ -156,6 +231,10 @@ int run_plan_remat(const parsed_args& a) {
                                                : memplan::parse_budget("option --budget", "100%");
     budget_figures fig;
     fig.on = budget_on_value(a);
+    const bool on_infeasible_smallest = on_infeasible_value(a);
+    if (on_infeasible_smallest && fig.saved())
+        throw memplan::error("cli", "option --on-infeasible smallest cannot be combined with --budget-on saved (the "
+                                    "smallest plan is the smallest peak)");
     if (policy && fig.saved())
         throw memplan::error("cli", "option --budget-on saved cannot be combined with --policy (a policy's plan is "
                                     "made for the whole step; its budget bounds the arena)");
@@ -182,19 +261,53 @@ int run_plan_remat(const parsed_args& a) {
     const auto base = store_all_checked(ctx, opt.until(until.share(store_all_share)));
     fig.store_all = base.arena();
     fig.store_all_at = memplan::boundary_bytes(g, base.plan, given);
-    fig.bound = budget_spec.of({fig.store_all, fig.store_all_at.resident, fig.store_all_at.kept}, fig.on);
+    auto plan_at = [&](std::uint64_t budget, memplan::deadline by, bool progress) {
+        auto o = opt;
+        o.budget = budget;
+        o.time_limit = by;
+        if (!progress) o.on_progress = nullptr;
+        return policy ? by_policy.checked(ctx, o) : memplan::plan_remat(name, ctx, o, solver);
+    };
+    // Every plan within its budget that a search for the smallest peak met:
+    // candidates for any budget at or above their arenas.
+    memplan::fitting_plans<memplan::graph> found;
+    auto search_smallest = [&](memplan::deadline by) {
+        found.offer(base, base.arena());
+        memplan::smallest_budget_search(
+            ctx, fig.store_all, [&](std::uint64_t b) { return plan_at(b, by.share(floor_run_share), false); }, found,
+            floor_tolerance, floor_max_steps, by);
+        return found.smallest();
+    };
+    if (budget_spec.needs_floor(fig.on)) fig.floor = search_smallest(until.share(floor_share))->arena();
+    fig.bound = budget_spec.of({fig.store_all, fig.store_all_at.resident, fig.store_all_at.kept, fig.floor}, fig.on);
     fig.room = bounded ? bounded->room : 0;
     fig.planner_budget = fig.bound > UINT64_MAX - fig.room ? UINT64_MAX : fig.bound + fig.room;
     opt.budget = policy && !a.has("--budget") ? std::numeric_limits<std::uint64_t>::max() : fig.planner_budget;
     opt.on_progress = memplan::cli::remat_progress_printer();
-    auto planner_opt = opt;
-    planner_opt.time_limit = until.share(1 - bound_share);
-    auto r = policy ? by_policy.checked(ctx, planner_opt) : memplan::plan_remat(name, ctx, planner_opt, solver);
+    auto r = plan_at(opt.budget, until.share(1 - bound_share), true);
+    auto fits_budget = [&](const memplan::remat_result& x) {
+        return memplan::has_solution(x.status) && x.arena() <= opt.budget;
+    };
+    // A plan the search met may be cheaper, or the only one that fits (a heuristic's miss).
+    if (const auto* c = found.cheapest_within(opt.budget); c && (!fits_budget(r) || c->cost < r.cost)) {
+        r = *c;
+        r.budget = opt.budget;
+    }
     if (policy && !a.has("--budget")) { // the report's budget: what the policy needs
         opt.budget = fig.bound = fig.planner_budget = r.arena();
         r.budget = r.size;
     }
     memplan::cli::clear_progress();
+    // A miss: the smallest plan memplan reaches, and what holds its peak.
+    smallest_figures small;
+    if (!fits_budget(r) && !fig.saved()) {
+        if (found.empty() && until.remaining() >= smallest_min_seconds) search_smallest(until.share(1 - bound_share));
+        if ((small.plan = found.smallest())) {
+            small.moment = memplan::peak_moment_of(small.plan->plan);
+            small.used = on_infeasible_smallest;
+        }
+    }
+    if (small.used) r = *small.plan;
     if (!memplan::solver_backends().empty() && r.status != memplan::status::infeasible &&
         until.remaining() < bound_min_seconds) {
         r.bound_note = "skipped: under " + memplan::cli::fixed(bound_min_seconds, 1) + " s left of the time limit";
@@ -204,7 +317,7 @@ int run_plan_remat(const parsed_args& a) {
         memplan::with_solver<void>(bound_solver(solver),
                                    [&](const auto& backend) { memplan::attach_cost_bound(ctx, r, backend, bo); });
     }
-    const bool fits = memplan::has_solution(r.status) && r.arena() <= opt.budget;
+    const bool fits = fits_budget(r) || small.used;
     reject_internal_error(g, r);
     if (fits) fig.plan_at = memplan::boundary_bytes(g, r.plan, given);
     if (fits && fig.saved() && fig.plan_at.total() > fig.bound) // the room's promise, broken: a bug
@@ -215,8 +328,11 @@ int run_plan_remat(const parsed_args& a) {
     if (fits && output) memplan::write_plan_json(*output, g, r.plan); // before any output: a failure is one line
 
     const std::string who = r.planner.empty() || r.planner == name ? name : name + " -> " + r.planner;
-    if (a.has("--json")) print_remat_json(g, r, who, fits, fig, output);
-    else print_remat_text(g, r, who, fits, fig, output);
+    if (a.has("--json")) print_remat_json(g, r, who, fits, fig, small, output);
+    else print_remat_text(g, r, who, fits, fig, small, output);
+    if (small.used)
+        std::cerr << "memplan: warning: no plan within the budget of " << fig.bound
+                  << " bytes; the smallest plan found (" << r.arena() << " bytes) was written instead\n";
     if (fits) return exit_ok;
     std::cout.flush();
     std::string reason = r.status == memplan::status::infeasible && r.bound_note.starts_with("proof")
@@ -225,6 +341,7 @@ int run_plan_remat(const parsed_args& a) {
     if (fig.saved())
         reason += " (with --budget-on saved the planner's budget is " + std::to_string(fig.bound) +
                   " bytes at the boundary + " + std::to_string(fig.room) + " bytes of room)";
+    if (small.plan) reason += "; the smallest peak memplan reached is " + std::to_string(small.plan->arena()) + " bytes";
     if (r.status == memplan::status::infeasible) {
         std::cerr << "memplan: infeasible: " << reason << "\n";
         return exit_infeasible;
@@ -237,10 +354,13 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
     const auto a = parse_or_help(c, args,
                                  {{{"--output", "-o"}, true}, alloc_option, alignment_option, solver_option,
                                   time_limit_option, gap_option, order_option, {{"--budget"}, true},
-                                  {{"--budget-on"}, true}, remat_option, {{"--policy"}, true}, json_option});
+                                  {{"--budget-on"}, true}, {{"--on-infeasible"}, true}, remat_option,
+                                  {{"--policy"}, true}, json_option});
     if (!a) return exit_ok;
     a->expect_positional(1, 1, "GRAPH.json");
-    if (a->has("--budget-on") && !a->has("--budget")) throw memplan::error("cli", "option --budget-on needs --budget");
+    for (auto key : {"--budget-on", "--on-infeasible"})
+        if (a->has(key) && !a->has("--budget")) throw memplan::error("cli", std::string("option ") + key + " needs --budget");
+    on_infeasible_value(*a); // checked before any work
     budget_on_value(*a); // checked before any work
     if (a->has("--budget") || a->has("--policy")) return run_plan_remat(*a);
     if (a->has("--remat")) throw memplan::error("cli", "option --remat needs --budget");
@@ -293,8 +413,8 @@ int run_plan(const command& c, const std::vector<std::string>& args) {
 const command plan_command{
     "plan",
     "memplan plan GRAPH.json [-o PLAN.json] [--order NAME] [--alloc NAME] [--solver NAME] [--time-limit S]\n"
-    "                        [--alignment N] [--budget B [--budget-on peak|saved] [--remat NAME]] [--policy NAME]\n"
-    "                        [--json]",
+    "                        [--alignment N] [--budget B [--budget-on peak|saved] [--on-infeasible fail|smallest]\n"
+    "                        [--remat NAME]] [--policy NAME] [--json]",
     "Orders the ops, places every buffer in one arena, and checks the plan.",
     "  -o, --output PLAN.json  write the plan (memplan.plan JSON)\n"
     "  --order NAME            operator order: default (as listed), greedy (memory-aware list\n"
@@ -314,20 +434,29 @@ const command plan_command{
     "  --alignment N           every offset a multiple of N bytes (default 256; 1 with --budget-on saved)\n"
     "  --budget B              rematerialization: the planner chooses what to keep, what to recompute\n"
     "                          and each op's variant, then orders and places (not with --order/--alloc).\n"
-    "                          B is bytes (or 7.5GiB, 8GB, ...), P% or saved:F (F in (0, 1]), resolved\n"
-    "                          against the store-all plan as --budget-on says. Prints the overhead:\n"
-    "                          cost / store-all cost - 1. A budget below what any schedule needs exits\n"
-    "                          4 with the reason; no plan found in the time limit exits 1\n"
+    "                          B is bytes (or 7.5GiB, 8GB, ...), P%, fraction:F (F in [0, 1]) or saved:F\n"
+    "                          (F in (0, 1]), resolved against the store-all plan as --budget-on says.\n"
+    "                          Prints the overhead: cost / store-all cost - 1. A budget below what any\n"
+    "                          schedule needs exits 4 with the reason; no plan found in the time limit\n"
+    "                          exits 1. Either prints the smallest plan found (peak budgets) and what\n"
+    "                          is live at its peak\n"
     "  --budget-on peak|saved  what --budget bounds. peak (default): the arena; B bytes, P% of the\n"
-    "                          store-all arena, saved:F the store-all arena less (1 - F) of what\n"
-    "                          store-all keeps across the boundary (the first op that is not forward).\n"
+    "                          store-all arena, fraction:F the smallest peak the planner reaches (a\n"
+    "                          bisection on the budget, half the time left) + F of the way to the\n"
+    "                          store-all arena (0: that smallest plan; 1: store-all's arena), saved:F\n"
+    "                          the store-all arena less (1 - F) of what store-all keeps across the\n"
+    "                          boundary (the first op that is not forward).\n"
     "                          saved: only the bytes live at the boundary (resident: persistent\n"
     "                          tensors and graph outputs; kept: what the plan saves for the backward),\n"
     "                          as PyTorch's activation_memory_budget; B bytes saved on top of the\n"
-    "                          resident ones, P% of store-all's resident + kept, saved:F resident + F\n"
-    "                          of store-all's kept. The planner plans the graph with a room op before\n"
+    "                          resident ones, P% of store-all's resident + kept, saved:F and\n"
+    "                          fraction:F resident + F of store-all's kept. The planner plans the graph with a room op before\n"
     "                          the boundary (memplan.boundary_room; -o writes that graph's plan: check\n"
     "                          it with memplan check --budget-on saved)\n"
+    "  --on-infeasible fail|smallest\n"
+    "                          with no plan within a peak budget: fail (default; exit 4 or 1), or\n"
+    "                          write the smallest plan found, warn on stderr and exit 0 (the report\n"
+    "                          says fits: false)\n"
     "  --remat NAME            rematerialization planner for --budget (default auto; listed below)\n"
     "  --policy NAME           the plan a hand-written recomputation policy makes on a transformer's\n"
     "                          graph (blocks named model.layers.<i>.*, as memplan zoo llama's): none,\n"
