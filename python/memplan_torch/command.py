@@ -17,7 +17,13 @@ from .budget import Budget, read
 
 
 class MemplanError(RuntimeError):
-    """The memplan command failed; the message is its own."""
+    """The memplan command failed; the message is its own. ``report``: the command's JSON report when it
+    printed one (``plan --json``: for a missed peak budget, "smallest" is the smallest plan memplan found and
+    what is live at its peak), else None."""
+
+    def __init__(self, message: str, report: dict | None = None):
+        super().__init__(message)
+        self.report = report
 
 
 class Infeasible(MemplanError):
@@ -50,13 +56,22 @@ def run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run([executable(), *args], capture_output=True, text=True)
     if check and p.returncode != 0:
         msg = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        msg = re.sub(r"^memplan: (error: |infeasible: )?", "", msg)
+        msg = re.sub(r"^memplan: (error: |infeasible: |no plan: )?", "", msg)
+        report = _report(p.stdout) if "--json" in args else None
         if p.returncode == 4:
-            raise Infeasible(msg)
+            raise Infeasible(msg, report)
         if p.returncode == 1 and "--budget" in args:
-            raise NoPlan(msg)
-        raise MemplanError(f"memplan {args[0]}: {msg}")
+            raise NoPlan(msg, report)
+        raise MemplanError(f"memplan {args[0]}: {msg}", report)
     return p
+
+
+def _report(stdout: str) -> dict | None:
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def write_json(obj, path) -> None:

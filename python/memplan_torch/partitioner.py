@@ -46,6 +46,7 @@ from . import _compat
 from . import budget as _budget
 from . import command
 from . import costs
+from .graph.explain import explained
 from .graph.lower import Mapping, build_graph
 from .graph.nodes import forward_nodes, is_random
 from .graph.passes import inductor_view
@@ -109,7 +110,12 @@ class Partitioner(_compat.partitioner_base()):
     ``budget`` and ``budget_on``: as ``compile``'s (the table in ``memplan_torch.budget``), of the region's
     step: "peak" (default) bounds the region's whole step, "saved" only what the forward saves for the
     backward (the forward's transients and the backward's own memory are not bounded, as in PyTorch's
-    ``activation_memory_budget``). None: store-all. One ``memplan`` process plans each region.
+    ``activation_memory_budget``). A fraction f of a peak budget goes from the smallest peak memplan reaches
+    for the region (0) to its store-all arena (1) and is met at every f; under "saved" it is PyTorch's
+    meaning. None: store-all. One ``memplan`` process plans each region.
+    ``on_infeasible``: "fail" (default): a peak budget no plan meets raises ``Infeasible`` (``NoPlan`` when
+    none was found in the time limit) with the smallest peak memplan reached and the modules, shapes and
+    dtypes live there; "smallest": the region trains at that smallest peak, with a warning.
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
     "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. ``fusion`` (default True): the plan sees
     the step as Inductor runs it: the forward values Inductor inlines into their readers leave the graph
@@ -130,8 +136,10 @@ class Partitioner(_compat.partitioner_base()):
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
                  time_limit: float = 2.0, fusion: bool = True, workspace: str = "measured",
-                 fusion_guard: bool = True, progress: Callable[[str], None] | None = None):
-        self.wanted = _budget.read(budget, budget_on)
+                 fusion_guard: bool = True, progress: Callable[[str], None] | None = None,
+                 on_infeasible: str = "fail"):
+        self.wanted = _budget.read(budget, budget_on, on_infeasible)
+        self.on_infeasible = on_infeasible
         costs.parse(cost)
         self.budget, self.budget_on, self.cost, self.remat = budget, budget_on, cost, remat
         if workspace not in ("measured", "none"):
@@ -143,7 +151,8 @@ class Partitioner(_compat.partitioner_base()):
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
-                f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{source_digest()}")
+                f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{self.on_infeasible}:"
+                f"{source_digest()}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         t0 = time.perf_counter()
@@ -156,7 +165,10 @@ class Partitioner(_compat.partitioner_base()):
         t1 = time.perf_counter()
         if self.progress:
             self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
-        plan, report = command.plan(graph, self.wanted, remat=self.remat, time_limit=self.time_limit)
+        backward = {n.name for n in gm.graph.nodes} - forward_nodes(joint)
+        plan, report = explained(
+            lambda: command.plan(graph, self.wanted, remat=self.remat, time_limit=self.time_limit),
+            mapping, gm, backward, "a compiled region")
         sched = schedule_of(graph, mapping, plan, joint)
         t2 = time.perf_counter()
         saved = self._saved_nodes(gm, joint, mapping, sched)

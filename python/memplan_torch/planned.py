@@ -36,8 +36,9 @@ import torch.fx
 from . import budget as _budget
 from . import command
 from . import device as _device
+from .graph.explain import explained
 from .graph.lower import Mapping
-from .graph.nodes import tensors_of
+from .graph.nodes import forward_nodes, tensors_of
 from .graph.schedule import Schedule, schedule_of
 from .graph.step_graph import export_step, is_meta
 from .step.joint import ExportError, Joint, autocast_as, autocast_state, default_loss, step_loss
@@ -253,12 +254,14 @@ class PlannedModule(torch.nn.Module):
 def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: Sequence = (),
             loss_fn: Callable | str | None = None, optimizer: str = "sgd", cost: str = "roofline:v100",
             remat: str = "auto", time_limit: float = 10.0, name: str | None = None, workspace: str = "measured",
-            budget_on: str = "peak", progress: Callable[[str], None] | None = None) -> PlannedModule:
+            budget_on: str = "peak", progress: Callable[[str], None] | None = None,
+            on_infeasible: str = "fail") -> PlannedModule:
     """`model`'s training step planned by memplan under `budget` and run as planned.
 
-    ``budget``: None (store-all), bytes, a size, a percentage or a fraction of what store-all saves for the
-    backward, with the same meaning at every door (the table in ``memplan_torch.budget``); memplan resolves
-    it against the store-all plan it makes. The example inputs fix the shapes the plan is for.
+    ``budget``: None (store-all), bytes, a size, a percentage or a fraction (of the peak: from the smallest
+    peak memplan reaches, 0, to the store-all arena, 1), with the same meaning at every door (the table in
+    ``memplan_torch.budget``); memplan resolves it against the store-all plan it makes. The example inputs
+    fix the shapes the plan is for.
     ``budget_on``: "peak" (default): the budget bounds the step's whole peak; "saved": it bounds the bytes
     live at the backward's seed only (what is saved for the backward, with the resident tensors and the
     loss), as PyTorch's activation budget does; the forward's transients and the backward's own memory are
@@ -266,8 +269,10 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     The step is planned and run on the device of the model's tensors and the example inputs (one device):
     ``workspace`` and a measured ``cost`` are measured there (see ``export``), and the module refuses
     inputs on another device. One ``memplan`` process plans it.
-    Raises ``memplan_torch.Infeasible`` (naming the op) when no schedule fits the budget."""
-    wanted = _budget.read(budget, budget_on)
+    Raises ``memplan_torch.Infeasible`` when no schedule fits a peak budget (``NoPlan`` when none was found
+    in the time limit), with the smallest peak memplan reached and the modules, shapes and dtypes live there;
+    ``on_infeasible="smallest"`` plans at that smallest peak instead, with a warning."""
+    wanted = _budget.read(budget, budget_on, on_infeasible)
     if is_meta(model, tuple(example_inputs) + tuple(targets)):
         raise ExportError(f"{type(model).__name__} is on the meta device: it has no weights to train. Plan it "
                           "without them (memplan_torch.export, then `memplan plan GRAPH --budget ...`), and compile "
@@ -278,7 +283,9 @@ def compile(model: torch.nn.Module, budget, example_inputs: Sequence, targets: S
     if progress:
         progress("planning with memplan")
     t1 = time.perf_counter()
-    plan, report = command.plan(step.graph, wanted, remat=remat, time_limit=time_limit)
+    backward = {n.name for n in step.joint.gm.graph.nodes} - forward_nodes(step.joint)
+    plan, report = explained(lambda: command.plan(step.graph, wanted, remat=remat, time_limit=time_limit),
+                             step.mapping, step.joint.gm, backward, "the step")
     pm = PlannedModule(model, loss_fn, len(tuple(example_inputs)), step.graph, step.joint, step.mapping, plan, report)
     pm.budget_on = budget_on
     # The budget planned for, in bytes: of the step's peak, or of the bytes at the seed.

@@ -1,6 +1,7 @@
 """memplan's partitioner inside torch.compile: gradients equal to eager's, the forward saves what the plan
 keeps, an impossible budget is named, and Inductor's caches tell two budgets apart."""
 import copy
+import re
 
 import pytest
 import torch
@@ -185,6 +186,55 @@ def test_a_budget_nothing_fits_is_named():
     infeasible = next((c for c in chain if isinstance(c, mt.Infeasible)), None)
     assert infeasible is not None, repr(info.value)
     assert "op '" in str(infeasible)
+    # In the user's terms: the smallest peak memplan reached, the modules and shapes live there.
+    small = infeasible.report["smallest"]
+    assert small["arena"] > 4096 and not small["used"]
+    text = str(infeasible)
+    assert f"The smallest peak memplan reached is" in text and f"at least {small['arena']} bytes" in text
+    assert re.search(r"model\.\d+'s (forward|backward), float32\[", text), text
+
+
+def test_on_infeasible_smallest_trains_at_the_smallest_peak_with_a_warning():
+    model = _Embedder().train()
+    ref = copy.deepcopy(model)
+    ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
+    part = mt.Partitioner(4096, time_limit=2, on_infeasible="smallest")
+    with pytest.warns(UserWarning, match="training at the smallest peak memplan reached") as w:
+        step = _compiled(model, part, args=(ids,))
+    assert "head's" in str(w[0].message)
+    (p,) = part.partitions
+    assert p.report["smallest"]["used"] and not p.report["fits"]
+    assert p.plan["arena_bytes"] == p.report["smallest"]["arena"]
+    model.zero_grad(set_to_none=True)
+    step(ids).backward()
+    nn.functional.cross_entropy(ref(ids), ids).backward()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert _rel(a.grad, b.grad) < 1e-4
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 1.0])
+def test_every_fraction_is_met_where_the_peak_is_not_saved_activations(fraction):
+    """A vocabulary-sized head holds the peak (its logits and their gradient), as in a language model: what
+    store-all saves is little of it, so "store-all less (1 - f) of what it saves" had no plan at small f.
+    A fraction goes from the smallest peak memplan reaches (0) to store-all's arena (1): met at every f."""
+    model = _Embedder().train()
+    ref = copy.deepcopy(model)
+    ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
+    part = mt.Partitioner(fraction, time_limit=2)
+    step = _compiled(model, part, args=(ids,))
+    (p,) = part.partitions
+    r = p.report
+    top = r["store_all"]
+    floor = r.get("floor", top)  # fraction 1: nothing searched
+    assert floor <= p.budget <= top and p.plan["arena_bytes"] <= p.budget
+    assert abs(p.budget - (floor + fraction * (top - floor))) <= 1
+    if fraction < 1:
+        assert floor < top, "nothing below store-all: the fraction would not be tested"
+    model.zero_grad(set_to_none=True)
+    step(ids).backward()
+    nn.functional.cross_entropy(ref(ids), ids).backward()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert _rel(a.grad, b.grad) < 1e-4
 
 
 def test_two_budgets_are_two_compiles(tmp_path, monkeypatch):
@@ -203,8 +253,10 @@ def test_two_budgets_are_two_compiles(tmp_path, monkeypatch):
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="budget_on 'both'"):
         mt.Partitioner(0.5, budget_on="both")
-    with pytest.raises(ValueError, match=r"budget 1.5: a fraction must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"budget 1.5: a fraction must be in \[0, 1\]"):
         mt.Partitioner(1.5)
+    with pytest.raises(ValueError, match="on_infeasible 'retry'"):
+        mt.Partitioner(0.5, on_infeasible="retry")
 
 
 def _convnet():
