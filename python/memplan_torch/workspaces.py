@@ -143,6 +143,8 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
             return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype), str(v.device))
         if isinstance(v, (list, tuple)):
             return tuple(signature(x) for x in v)
+        if isinstance(v, dict):  # the keyword arguments (attention's attn_mask)
+            return tuple((k, signature(x)) for k, x in v.items())
         return repr(v)
 
     def real(v):
@@ -152,6 +154,8 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
             return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device).zero_()
         if isinstance(v, (list, tuple)):
             return type(v)(real(x) for x in v)
+        if isinstance(v, dict):
+            return {k: real(x) for k, x in v.items()}
         return v
 
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and select(n)]
