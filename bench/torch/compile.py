@@ -45,7 +45,9 @@ def model_rows(name, budgets, ons, repeats, time_limit):
         label = "store-all" if budget is None else f"{budget} ({on})"
         model = copy.deepcopy(model0)
         try:
-            cm = mt.compile(model, budget, inputs, targets=targets, loss_fn=loss_fn, time_limit=time_limit,
+            # A saved-activation fraction either way: "saved:F" of the peak, F of store-all's saved bytes.
+            given = f"saved:{budget}" if budget is not None and on == "peak" else budget
+            cm = mt.compile(model, given, inputs, targets=targets, loss_fn=loss_fn, time_limit=time_limit,
                             budget_on=on)
         except mt.MemplanError as e:
             rows.append([LABEL[name], label, f"{type(e).__name__}: {e}"[:100]] + [""] * 9)

@@ -1,6 +1,6 @@
 """memplan_torch on a CUDA device: each model's training step planned with memplan_torch.compile and run on the
-device, at store-all and at a budget of 0.5 (a fraction of the bytes store-all saves for the backward, made into a
-peak for the whole step: budget_on="peak", docs/torch.md "Budgets"). One line a row, printed the moment it is known:
+device, at store-all and at a budget of 0.5 (a fraction of the step's peak: halfway from the smallest peak memplan
+reaches to store-all's arena, budget_on="peak", docs/torch.md "Budgets"). One line a row, printed the moment it is known:
 
     torch MODEL BUDGET: predicted peak X MiB, max_memory_allocated Y MiB, max_memory_reserved Z MiB, grads equal to
     unplanned: yes (max rel diff D), to store-all: yes (max rel diff E), ms/step T, step peak W MiB (P % vs

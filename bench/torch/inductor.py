@@ -11,9 +11,10 @@ step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times
   saves for the backward (PyTorch's f is relative to its min-cut's own choice, not to storing all);
 - ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak")`` where P is the peak measured for the
   ``pytorch`` arm, in bytes;
-- ``memplan f``: ``memplan_torch.Partitioner(f)``, a peak budget (``memplan plan --budget saved:f``): memplan's
-  store-all arena less (1 - f) of the bytes store-all saves (the note compares the measured peak with that budget
-  in bytes).
+- ``memplan f``: ``memplan_torch.Partitioner(f)``, memplan's fraction of the peak (``memplan plan --budget
+  fraction:f``): f of the way from the smallest peak memplan reaches for the region (0) to its store-all arena (1)
+  (the note compares the measured peak with that budget in bytes). Before 2026-12-06 this arm was ``saved:f``:
+  the store-all arena less (1 - f) of the bytes store-all saves.
 
 Each arm: the bytes its forward saves for the backward (the forward module's saved outputs that are not the
 region's inputs), the measured peak of one step (``probe.peak_of``: the CPU allocator's events over the step,
