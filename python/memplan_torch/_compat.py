@@ -198,3 +198,30 @@ def inductor_lays_out_channels_last(gm: torch.fx.GraphModule) -> bool:
         return bool(GraphLowering.decide_layout_opt(gm, is_inference=False))
     except Exception:  # noqa: BLE001 - a heuristic of Inductor's that changed: measure as laid out
         return False
+
+
+# --------------------------------------------------------------------------------------------
+# Symbolic sizes (dynamic shapes)
+
+# What a size no trace value backs (data-dependent) counts as: Inductor's own fallback.
+UNBACKED_SIZE = 8192
+
+
+def size_hint(x) -> int:
+    """A size as an int; a symbolic one (``dynamic=True``) at the value Dynamo traced it with, read without
+    adding a guard. PyTorch 2.15 names the reader ``optimization_hint``; earlier releases ``hint_int``."""
+    if not isinstance(x, torch.SymInt):
+        return int(x)
+    from torch.fx.experimental import symbolic_shapes
+    read = getattr(symbolic_shapes, "optimization_hint", None) or getattr(symbolic_shapes, "hint_int")
+    return int(read(x, fallback=UNBACKED_SIZE))
+
+
+def hinted_shape(t: torch.Tensor) -> tuple[tuple, tuple]:
+    """`t`'s shape and strides as ints (symbolic sizes at the values Dynamo traced)."""
+    return tuple(size_hint(s) for s in t.shape), tuple(size_hint(s) for s in t.stride())
+
+
+def is_symbolic(x) -> bool:
+    """Whether `x` is a symbolic scalar (a size Dynamo keeps symbolic)."""
+    return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))

@@ -222,7 +222,8 @@ class Partitioner(_compat.partitioner_base()):
                 continue
             seen.add(n.name)
             if n.op == "placeholder":
-                inputs.append(n)
+                if isinstance(n.meta.get("val"), torch.Tensor):  # a symbolic size goes as a sym node
+                    inputs.append(n)
                 continue
             stack.extend(n.all_input_nodes)
         order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
@@ -234,7 +235,7 @@ class Partitioner(_compat.partitioner_base()):
         forward = forward_nodes(joint)
         out = []
         for n in gm.graph.nodes:
-            if n.name in forward and isinstance(n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)) \
+            if (n.name in forward or n.op == "placeholder") and _compat.is_symbolic(n.meta.get("val")) \
                     and any(u.name not in forward for u in n.users):
                 out.append(n)
         return out

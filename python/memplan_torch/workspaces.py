@@ -140,7 +140,7 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
         if isinstance(v, _Formatted):
             return ("F", signature(v.fake), str(v.fmt))
         if isinstance(v, torch.Tensor):
-            return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype), str(v.device))
+            return ("T", *_compat.hinted_shape(v), str(v.dtype), str(v.device))
         if isinstance(v, (list, tuple)):
             return tuple(signature(x) for x in v)
         if isinstance(v, dict):  # the keyword arguments (attention's attn_mask)
@@ -149,9 +149,12 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
 
     def real(v):
         if isinstance(v, _Formatted):
-            return torch.zeros(v.fake.shape, dtype=v.fake.dtype, device=v.fake.device).contiguous(memory_format=v.fmt)
+            return torch.zeros(_compat.hinted_shape(v.fake)[0], dtype=v.fake.dtype,
+                               device=v.fake.device).contiguous(memory_format=v.fmt)
         if isinstance(v, torch.Tensor):  # zeros: valid indices, finite values
-            return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device).zero_()
+            return torch.empty_strided(*_compat.hinted_shape(v), dtype=v.dtype, device=v.device).zero_()
+        if isinstance(v, torch.SymInt):  # a symbolic size among the arguments: the traced one
+            return _compat.size_hint(v)
         if isinstance(v, (list, tuple)):
             return type(v)(real(x) for x in v)
         if isinstance(v, dict):

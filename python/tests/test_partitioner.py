@@ -177,6 +177,37 @@ def test_masked_attention_compiles_with_measured_workspaces(fraction):
     assert command.check(p.graph, p.plan)[0]
 
 
+def test_dynamic_shapes_one_partition_serves_every_length():
+    """``torch.compile(dynamic=True)``: the joint graph's sizes are symbolic. memplan plans the region at the
+    sizes Dynamo traced (its size hints) and the one partition serves every length: gradients equal eager's
+    at each, and at the traced length the plan is within its budget."""
+    model = _Embedder().train()
+    ref = copy.deepcopy(model)
+    part = mt.Partitioner(0.5, time_limit=2)
+    torch._dynamo.reset()
+    ns = {"model": model, "F": nn.functional}
+    exec("def step(i):\n    return F.cross_entropy(model(i), i)\n", ns)
+    g = torch.Generator().manual_seed(1)
+    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        step = torch.compile(ns["step"], dynamic=True, fullgraph=True)
+        for length in (96, 128, 200, 64):
+            ids = torch.randint(0, 2000, (length,), generator=g)
+            model.zero_grad(set_to_none=True)
+            ref.zero_grad(set_to_none=True)
+            step(ids).backward()
+            nn.functional.cross_entropy(ref(ids), ids).backward()
+            for a, b in zip(model.parameters(), ref.parameters()):
+                assert _rel(a.grad, b.grad) < 1e-4, length
+    (p,) = part.partitions  # one compile for the four lengths
+    symbolic = [n for n in p.joint.gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.SymInt)]
+    assert symbolic, "the region was compiled with static shapes: the test would not test dynamic ones"
+    assert p.plan["arena_bytes"] <= p.budget
+    assert command.check(p.graph, p.plan)[0]
+    # Sized at the traced length (96): the logits' storage is 96 x 2000 floats.
+    assert any(t["bytes"] == 96 * 2000 * 4 for t in p.graph["tensors"])
+
+
 def _saved_bytes(p):
     """Bytes of the activations the forward module returns for the backward (not the region's inputs)."""
     out = p.forward.graph.output_node().args[0]

@@ -36,8 +36,8 @@ import torch.fx
 
 from .. import costs
 from ..step.joint import ExportError, Joint, check_options
-from .nodes import forward_nodes, forward_roots, is_inplace, is_random, node_work, storage_bytes, storage_key, \
-    tensors_of
+from .nodes import forward_nodes, forward_roots, is_inplace, is_random, node_work, numel, storage_bytes, \
+    storage_key, tensors_of
 
 
 @dataclasses.dataclass
@@ -132,7 +132,7 @@ class _Lowering:
             return
         if n.name in joint.params:
             label = joint.params[n.name]
-            self.n_params += t.numel()
+            self.n_params += numel(t)
         elif n.name in joint.buffers:
             label = joint.buffers[n.name]
         else:
@@ -140,7 +140,7 @@ class _Lowering:
         k = storage_key(t)
         if k in self.storage_name:  # two placeholders on one storage (a tied weight): one buffer
             if n.name in joint.params:
-                self.n_params -= t.numel()
+                self.n_params -= numel(t)
         else:
             self.storage_name[k] = self.add_tensor(label, storage_bytes(t), True)
         self.hold(n.name, [self.storage_name[k]])
@@ -280,6 +280,9 @@ def build_graph(joint: Joint, optimizer: str | None = "sgd", cost: str = "roofli
         if n.op == "output":
             continue
         vals = tensors_of(n.meta.get("val"))
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), (int, torch.SymInt)):
+            low.hold(n.name, [])  # a size (dynamic shapes: a symbolic one), not a tensor
+            continue
         if n.op in ("placeholder", "get_attr"):
             t = vals[0] if vals else None
             if t is None:

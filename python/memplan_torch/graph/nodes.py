@@ -31,11 +31,16 @@ def storage_key(t: torch.Tensor):
 
 
 def storage_bytes(t: torch.Tensor) -> int:
-    return int(t.untyped_storage().nbytes())
+    """The bytes of `t`'s storage; with symbolic sizes (dynamic shapes), at the sizes Dynamo traced."""
+    return _compat.size_hint(t.untyped_storage().nbytes())
+
+
+def numel(t: torch.Tensor) -> int:
+    return _compat.size_hint(t.numel())
 
 
 def view_bytes(t: torch.Tensor) -> int:
-    return min(t.numel() * t.element_size(), storage_bytes(t))
+    return min(numel(t) * t.element_size(), storage_bytes(t))
 
 
 def is_random(n: torch.fx.Node) -> bool:
@@ -78,7 +83,9 @@ def _kind_and_flops(n: torch.fx.Node, out_tensors: list) -> tuple[str, float]:
         if isinstance(v, torch.fx.Node):
             v = v.meta.get("val")
         if isinstance(v, torch.Tensor):
-            return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+            return torch.empty_strided(*_compat.hinted_shape(v), dtype=v.dtype, device="meta")
+        if _compat.is_symbolic(v):
+            return _compat.size_hint(v) if isinstance(v, torch.SymInt) else v
         if isinstance(v, (list, tuple)):
             return type(v)(meta(x) for x in v)
         return v
@@ -94,7 +101,7 @@ def _kind_and_flops(n: torch.fx.Node, out_tensors: list) -> tuple[str, float]:
             flops = 0
     if flops > 0:
         return costs.MATMUL, float(flops)
-    elems = float(sum(t.numel() for t in out_tensors if t is not None))
+    elems = float(sum(numel(t) for t in out_tensors if t is not None))
     return (costs.POINTWISE if has_tag(n, torch.Tag.pointwise) else costs.OTHER), elems
 
 
