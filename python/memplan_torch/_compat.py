@@ -207,11 +207,35 @@ def inductor_lays_out_channels_last(gm: torch.fx.GraphModule) -> bool:
 UNBACKED_SIZE = 8192
 
 
+_SIZES_AT: dict = {}  # symbol name -> value, while `sizes_at` is active
+
+
+@contextlib.contextmanager
+def sizes_at(values: dict):
+    """Within it, `size_hint` reads a symbolic size with its symbols at `values` ({"s0": 80}: Dynamo's symbol
+    names) instead of the values Dynamo traced; symbols not named keep their hints."""
+    saved = dict(_SIZES_AT)
+    _SIZES_AT.update(values)
+    try:
+        yield
+    finally:
+        _SIZES_AT.clear()
+        _SIZES_AT.update(saved)
+
+
 def size_hint(x) -> int:
-    """A size as an int; a symbolic one (``dynamic=True``) at the value Dynamo traced it with, read without
-    adding a guard. PyTorch 2.15 names the reader ``optimization_hint``; earlier releases ``hint_int``."""
+    """A size as an int; a symbolic one (``dynamic=True``) at the value Dynamo traced it with (or as
+    `sizes_at` says), read without adding a guard. PyTorch 2.15 names the reader ``optimization_hint``;
+    earlier releases ``hint_int``."""
     if not isinstance(x, torch.SymInt):
         return int(x)
+    if _SIZES_AT:
+        expr = x.node.expr
+        at = {sym: _SIZES_AT[str(sym)] for sym in expr.free_symbols if str(sym) in _SIZES_AT}
+        if at:
+            value = expr.xreplace(at)  # a plain int where the expression is the symbol itself
+            if isinstance(value, int) or getattr(value, "is_number", False):
+                return int(value)
     from torch.fx.experimental import symbolic_shapes
     read = getattr(symbolic_shapes, "optimization_hint", None) or getattr(symbolic_shapes, "hint_int")
     return int(read(x, fallback=UNBACKED_SIZE))

@@ -160,8 +160,7 @@ class Partitioner(_compat.partitioner_base()):
             _compat.guard_fusion_memory()
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
-        graph, mapping = build_graph(joint, None, self.cost, "region")
-        graph = inductor_view(graph, mapping, gm, fusion=self.fusion, workspace=self.workspace)
+        graph, mapping = self._region_graph(joint)
         t1 = time.perf_counter()
         if self.progress:
             self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
@@ -187,6 +186,20 @@ class Partitioner(_compat.partitioner_base()):
                                                   "split": time.perf_counter() - t2},
                                          forward=fw, backward=bw, joint=joint))
         return fw, bw
+
+    def _region_graph(self, joint: Joint) -> tuple[dict, Mapping]:
+        """The region's step as a memplan.graph, as Inductor runs it (graph.passes), and its mapping."""
+        graph, mapping = build_graph(joint, None, self.cost, "region")
+        return inductor_view(graph, mapping, joint.gm, fusion=self.fusion, workspace=self.workspace), mapping
+
+    def peak_at(self, partition: Partition, sizes: dict) -> int:
+        """The live peak, in bytes, of `partition`'s plan (the same steps: what it keeps, what it recomputes) on
+        its region at other sizes: `sizes` maps Dynamo's size symbols to values ({"s0": 80}; the symbols of the
+        region's symbolic placeholders, ``Partition.joint.gm``). The region was planned at the sizes Dynamo
+        traced (dynamic shapes, docs/torch.md); this is what the same partition holds at another size."""
+        with _compat.sizes_at(sizes):
+            graph, mapping = self._region_graph(partition.joint)
+        return schedule_of(graph, mapping, partition.plan, partition.joint).live_peak
 
     @staticmethod
     def _saved_nodes(gm, joint: Joint, mapping: Mapping, sched: Schedule) -> list:

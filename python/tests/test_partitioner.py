@@ -206,6 +206,12 @@ def test_dynamic_shapes_one_partition_serves_every_length():
     assert command.check(p.graph, p.plan)[0]
     # Sized at the traced length (96): the logits' storage is 96 x 2000 floats.
     assert any(t["bytes"] == 96 * 2000 * 4 for t in p.graph["tensors"])
+    # The same partition at other lengths: at the traced one its own live peak, more at a longer one.
+    (length,) = [str(n.meta["val"].shape[0]) for n in p.joint.gm.graph.nodes
+                 if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+                 and not n.meta["val"].is_floating_point()]
+    assert part.peak_at(p, {length: 96}) == p.schedule.live_peak
+    assert part.peak_at(p, {length: 200}) > p.schedule.live_peak > part.peak_at(p, {length: 64})
 
 
 def _saved_bytes(p):
