@@ -4,9 +4,11 @@
         [--time-limit S] [--cost MODEL] [--out FILE] [MODEL ...]
 
 For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
-step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) four times with Inductor on this machine:
+step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) five times with Inductor on this machine:
 
 - ``pytorch``: PyTorch's own partitioner (min-cut) at ``torch._functorch.config.activation_memory_budget = f``;
+- ``pytorch again``: the same, compiled again: the step times of two identical arms differ by the machine's
+  noise, and the note of every other arm says whether it is slower than ``pytorch`` by more than that spread;
 - ``memplan saved``: ``memplan_torch.Partitioner(S, budget_on="saved")`` where S is the bytes the ``pytorch`` arm
   saves for the backward (PyTorch's f is relative to its min-cut's own choice, not to storing all);
 - ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak")`` where P is the peak measured for the
@@ -166,6 +168,9 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
                        "partition": rec.seconds, "grad": diff, "missing": missing, "times": [],
                        "planner": planner}
     add("pytorch", Recording(min_cut_rematerialization_partition), budget=f)
+    # The same arm again, compiled afresh: the spread of two identical arms is the noise a difference
+    # between arms must exceed.
+    add("pytorch again", Recording(min_cut_rematerialization_partition), budget=f)
     limit = {} if time_limit is None else {"time_limit": time_limit}  # else the Partitioner's defaults
     if cost is not None:
         limit["cost"] = cost
@@ -236,7 +241,8 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a failing configuration must not stop the others
                 put([name, f"{f}", "-", "-", "-", "-", "-", "-", "-", f"FAILED: {e}"])
                 continue
-            for label in ("pytorch", "memplan saved", "memplan peak", "memplan f"):
+            spread = abs(r["pytorch"]["time"] - r["pytorch again"]["time"]) / r["pytorch"]["time"]
+            for label in ("pytorch", "pytorch again", "memplan saved", "memplan peak", "memplan f"):
                 a = r[label]
                 if "error" in a:
                     put([name, f"{f}", label, "-", "-", "-", "-", "-", "-", a["error"].replace("|", "/")])
@@ -249,6 +255,12 @@ def main() -> None:
                                f"ABOVE the budget by {(a['peak'] - budget) / 2**20:.1f} MiB"))
                 if a.get("regions") and a["regions"] > 1:
                     note += f"; {a['regions']} regions"
+                if label == "pytorch again":
+                    note = f"spread of the two pytorch arms: {100 * spread:.1f} %"
+                elif label != "pytorch" and "time" in a:
+                    slower = a["time"] / r["pytorch"]["time"] - 1
+                    note += ("; " if note else "") + f"{100 * slower:+.1f} % vs pytorch" + (
+                        " (beyond the spread)" if slower > spread else "")
                 # Ordered by the budget the arm planned for where it has one in bytes (a peak budget), else by f.
                 peaks.setdefault((name, label), []).append((budget if label in ("memplan peak", "memplan f")
                                                             and isinstance(budget, int) else f, f, a["peak"]))
