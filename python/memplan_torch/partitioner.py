@@ -132,6 +132,8 @@ class Partitioner(_compat.partitioner_base()):
     as the partitioner itself is set), so that Inductor refuses a fusion that raises the peak of the graph it
     compiles; without it a horizontal fusion can hold a recomputed tensor across the plan's steps (ResNet-50
     at f = 0.3 measured one of its largest activations above the budget).
+    With dynamic shapes (``torch.compile(..., dynamic=True)``) a region is planned at the sizes Dynamo traced,
+    and its one partition serves every size; ``peak_at`` says what that partition holds at another size.
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
