@@ -14,6 +14,9 @@
 
 #include <doctest/doctest.h>
 
+#include <initializer_list>
+#include <string>
+
 #include <random>
 #include <set>
 #include <string>
@@ -101,6 +104,18 @@ TEST_CASE("registry.solver_by_name_without_backends") {
           std::string::npos);
 }
 
+namespace {
+
+/// Every one of `bad` is refused with a message containing `message`.
+void refused(std::initializer_list<const char*> bad, const std::string& message) {
+    for (const char* b : bad) {
+        CAPTURE(b);
+        CHECK(testing::message_of([&] { parse_budget("option --budget", b); }).find(message) != std::string::npos);
+    }
+}
+
+} // namespace
+
 TEST_CASE("budget.parse") {
     CHECK(parse_budget("b", "8000000000").bytes == 8000000000ull);
     CHECK(parse_budget("b", "7.5GiB").bytes == 8053063680ull);
@@ -108,9 +123,7 @@ TEST_CASE("budget.parse") {
     const auto p = parse_budget("b", "40%");
     REQUIRE(p.percent);
     CHECK(p.of(1000) == 400);
-    for (const char* bad : {"", "0", "-5", "lots", "5 GiB", "1.5", "0%", "12XB"})
-        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
-                  .find("option --budget: expected bytes") != std::string::npos);
+    refused({"", "0", "-5", "lots", "5 GiB", "1.5", "0%", "12XB"}, "option --budget: expected bytes");
 }
 
 TEST_CASE("budget.parse_saved_fraction") {
@@ -119,9 +132,8 @@ TEST_CASE("budget.parse_saved_fraction") {
     CHECK(*s.saved == 0.25);
     CHECK(!s.percent);
     CHECK(parse_budget("b", "saved:1").saved == 1.0);
-    for (const char* bad : {"saved:0", "saved:1.5", "saved:", "saved:x", "saved:-0.5", "saved:0.5GiB", "saved:nan"})
-        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
-                  .find("option --budget: saved:F wants a fraction F in (0, 1]") != std::string::npos);
+    refused({"saved:0", "saved:1.5", "saved:", "saved:x", "saved:-0.5", "saved:0.5GiB", "saved:nan"},
+            "option --budget: saved:F wants a fraction F in (0, 1]");
     // Only the arena known: saved:F has nothing to refer to.
     CHECK(testing::message_of([&] { (void)s.of(1000); }).find("saved:F needs") != std::string::npos);
 }
@@ -133,10 +145,9 @@ TEST_CASE("budget.parse_fraction") {
     CHECK(!f.saved);
     CHECK(parse_budget("b", "fraction:0").fraction == 0.0);
     CHECK(parse_budget("b", "fraction:1").fraction == 1.0);
-    for (const char* bad : {"fraction:1.5", "fraction:", "fraction:x", "fraction:-0.5", "fraction:-0", "fraction:nan",
-                            "fraction:inf", "fraction:0.5GiB", "fraction:+0.5"})
-        CHECK(testing::message_of([&] { parse_budget("option --budget", bad); })
-                  .find("option --budget: fraction:F wants a fraction F in [0, 1]") != std::string::npos);
+    refused({"fraction:1.5", "fraction:", "fraction:x", "fraction:-0.5", "fraction:-0", "fraction:nan", "fraction:inf",
+             "fraction:0.5GiB", "fraction:+0.5"},
+            "option --budget: fraction:F wants a fraction F in [0, 1]");
     // Below 1 the smallest peak is needed, which the arena alone does not give; 1 is the arena.
     CHECK(f.needs_floor());
     CHECK(!f.needs_floor(budget_on::saved));
