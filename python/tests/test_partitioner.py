@@ -89,7 +89,7 @@ def test_dropout_is_drawn_once():
     # the backward drew again would differ, and so would the gradients.
     model = _mlp(dropout=0.2)
     ref = copy.deepcopy(model)
-    part = mt.Partitioner(0.7, time_limit=2)  # dropout's masks are kept: 0.3 of the saved bytes cannot be met
+    part = mt.Partitioner(0.7, time_limit=2)  # 0.7 of the way from the smallest peak: the plan recomputes
     with inductor_config.patch(fallback_random=True):
         torch.manual_seed(5)
         step = _compiled(model, part)
@@ -285,7 +285,7 @@ def test_every_fraction_is_met_where_the_peak_is_not_saved_activations(fraction)
     model = _Embedder().train()
     ref = copy.deepcopy(model)
     ids = torch.randint(0, 2000, (256,), generator=torch.Generator().manual_seed(1))
-    part = mt.Partitioner(fraction, time_limit=2)
+    part = mt.Partitioner(fraction, time_limit=4)  # the smallest peak's search gets half: ample under load
     step = _compiled(model, part, args=(ids,))
     (p,) = part.partitions
     r = p.report
