@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include <random>
@@ -126,12 +127,19 @@ TEST_CASE("budget.parse") {
     refused({"", "0", "-5", "lots", "5 GiB", "1.5", "0%", "12XB"}, "option --budget: expected bytes");
 }
 
+/// "FORM:0.25" and "FORM:1" read as those fractions in `field` (saved or fraction), and no percentage.
+budget_spec parses_fraction(const std::string& form, std::optional<double> budget_spec::*field) {
+    const auto b = parse_budget("b", form + ":0.25");
+    REQUIRE((b.*field).has_value());
+    CHECK(*(b.*field) == 0.25);
+    CHECK(!b.percent);
+    CHECK(parse_budget("b", form + ":1").*field == 1.0);
+    return b;
+}
+
 TEST_CASE("budget.parse_saved_fraction") {
-    const auto s = parse_budget("b", "saved:0.25");
-    REQUIRE(s.saved);
-    CHECK(*s.saved == 0.25);
-    CHECK(!s.percent);
-    CHECK(parse_budget("b", "saved:1").saved == 1.0);
+    const auto s = parses_fraction("saved", &budget_spec::saved);
+    CHECK(!s.fraction);
     refused({"saved:0", "saved:1.5", "saved:", "saved:x", "saved:-0.5", "saved:0.5GiB", "saved:nan"},
             "option --budget: saved:F wants a fraction F in (0, 1]");
     // Only the arena known: saved:F has nothing to refer to.
@@ -139,12 +147,9 @@ TEST_CASE("budget.parse_saved_fraction") {
 }
 
 TEST_CASE("budget.parse_fraction") {
-    const auto f = parse_budget("b", "fraction:0.25");
-    REQUIRE(f.fraction);
-    CHECK(*f.fraction == 0.25);
+    const auto f = parses_fraction("fraction", &budget_spec::fraction);
     CHECK(!f.saved);
     CHECK(parse_budget("b", "fraction:0").fraction == 0.0);
-    CHECK(parse_budget("b", "fraction:1").fraction == 1.0);
     refused({"fraction:1.5", "fraction:", "fraction:x", "fraction:-0.5", "fraction:-0", "fraction:nan", "fraction:inf",
              "fraction:0.5GiB", "fraction:+0.5"},
             "option --budget: fraction:F wants a fraction F in [0, 1]");
