@@ -249,3 +249,20 @@ def hinted_shape(t: torch.Tensor) -> tuple[tuple, tuple]:
 def is_symbolic(x) -> bool:
     """Whether `x` is a symbolic scalar (a size Dynamo keeps symbolic)."""
     return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def compiled_region_runs(loss: torch.Tensor) -> list:
+    """One entry per run of a compiled region in the autograd graph of `loss`, in the forward's order (the
+    nodes' sequence numbers): the region's autograd Function class (aot_autograd makes one per compiled
+    region, so two runs of one region's code have the same class)."""
+    seen, stack, found = set(), [loss.grad_fn], {}
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        cls = getattr(type(node), "_forward_cls", None)
+        if cls is not None and cls.__name__ == "CompiledFunction":
+            found[node._sequence_nr()] = cls
+        stack.extend(f for f, _ in node.next_functions)
+    return [found[k] for k in sorted(found)]

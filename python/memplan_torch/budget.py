@@ -105,3 +105,26 @@ def read(budget, budget_on: str = "peak", on_infeasible: str = "fail") -> Budget
             return Budget(s, budget_on, on_infeasible)
     raise ValueError(f"budget {budget!r}: expected a fraction (0.5), bytes (int) or a string memplan reads: a size "
                      "('2GB', '512MiB'), a percentage ('40%'), 'fraction:F' or 'saved:F'")
+
+
+_UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+               "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def resolved(b: Budget, store_all: int, smallest: int) -> int:
+    """`b` (a peak budget) in bytes against a peak of store-all `store_all` and a smallest reachable peak
+    `smallest`, as memplan resolves it for one graph (remat/budget.hpp), for a budget that bounds something
+    memplan does not plan in one piece (a step of several compiled regions)."""
+    s = b.arg
+    m = _FRACTION.fullmatch(s)
+    if m:
+        return int(smallest + float(m.group(1)) * (store_all - smallest))
+    if _SAVED.fullmatch(s):
+        raise ValueError(f"budget {s!r}: saved:F bounds what one graph saves for its backward, not a step's peak")
+    m = _PERCENT.fullmatch(s)
+    if m:
+        return int(store_all * float(m.group(1)) / 100)
+    m = _SIZE.fullmatch(s)
+    if m:
+        return int(float(m.group(1)) * _UNIT_BYTES[m.group(2)])
+    return int(_BYTES.fullmatch(s).group(1))

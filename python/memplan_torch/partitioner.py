@@ -46,6 +46,8 @@ from . import _compat
 from . import budget as _budget
 from . import command
 from . import costs
+from . import probe
+from . import regions
 from .graph.explain import explained
 from .graph.lower import Mapping, build_graph
 from .graph.nodes import forward_nodes, is_random
@@ -99,6 +101,18 @@ def region_joint(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> Joint:
                  tangents=tangents, recompute_random=False)
 
 
+def region_key(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> str:
+    """A digest of a joint graph (its code and its inputs' shapes, strides and dtypes): the same region
+    compiled again has the same key."""
+    h = hashlib.sha256(f"{num_fwd_outputs}\n{gm.code}".encode())
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if n.op == "placeholder":
+            h.update(f"{n.name}:{getattr(v, 'shape', v)}:{getattr(v, 'dtype', '')}:"
+                     f"{v.stride() if isinstance(v, torch.Tensor) else ''}\n".encode())
+    return h.hexdigest()
+
+
 def _output_nodes(gm: torch.fx.GraphModule) -> list:
     out = gm.graph.output_node().args[0]
     return [a if isinstance(a, torch.fx.Node) else None for a in (out if isinstance(out, (tuple, list)) else [out])]
@@ -124,9 +138,10 @@ class Partitioner(_compat.partitioner_base()):
     (``inductor_inplace``).
     ``workspace``: "measured" (default): the temporaries of the kernels Inductor calls rather than generates
     (matrix products, convolutions, attention), each op run once alone on zero-filled inputs of its shapes
-    on the region's device; "none": no workspaces. Each compiled region is planned under
-    the whole budget on its own (a region's step is planned as if it were the only one: regions run one
-    after the other, and what one region's caller holds is outside its graph).
+    on the region's device; "none": no workspaces. A step of several compiled regions
+    (graph breaks, blocks compiled one by one): ``fit`` makes the budget bound the whole step, each region
+    with its own plan; without it each region is planned under the whole budget on its own (as if it were
+    the only one: what the other regions keep is outside its graph).
     ``fusion_guard`` (default True): when neither of Inductor's fusion memory thresholds is set, the first
     call sets Inductor's ``fusion_memory_timeline_peak_memory_increase_gb = 0`` (process-wide,
     as the partitioner itself is set), so that Inductor refuses a fusion that raises the peak of the graph it
@@ -149,12 +164,16 @@ class Partitioner(_compat.partitioner_base()):
         self.time_limit, self.fusion, self.workspace, self.progress = time_limit, fusion, workspace, progress
         self.fusion_guard = fusion_guard
         self.partitions: list[Partition] = []
+        self.step_plan: regions.StepPlan | None = None   # what fit decided, None before it
+        self._assigned: dict = {}       # region key -> (graph, mapping, plan, report) of the step's budget
+        self._recording: list | None = None
+        self._step_tag = ""             # in the cache key: fit's plans (or its recording) are other compiles
 
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
                 f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{self.on_infeasible}:"
-                f"{source_digest()}")
+                f"{source_digest()}:{self._step_tag}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         t0 = time.perf_counter()
@@ -162,20 +181,34 @@ class Partitioner(_compat.partitioner_base()):
             _compat.guard_fusion_memory()
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
-        graph, mapping = self._region_graph(joint)
-        t1 = time.perf_counter()
-        if self.progress:
-            self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
-        backward = {n.name for n in gm.graph.nodes} - forward_nodes(joint)
-        plan, report = explained(
-            lambda: command.plan(graph, self.wanted, remat=self.remat, time_limit=self.time_limit),
-            mapping, gm, backward, "a compiled region")
-        sched = schedule_of(graph, mapping, plan, joint)
-        t2 = time.perf_counter()
-        saved = self._saved_nodes(gm, joint, mapping, sched)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         static = kwargs.get("static_lifetime_input_indices") or []
         primals = [n for n in placeholders if n.name.startswith("primals")]
+        key = region_key(gm, num_fwd_outputs)
+        assigned = self._assigned.get(key)
+        if assigned is not None:  # a plan of the step's budget (fit)
+            graph, mapping, plan, report = assigned
+        else:
+            graph, mapping = self._region_graph(joint)
+        t1 = time.perf_counter()
+        if assigned is None:
+            if self.progress:
+                self.progress(f"planning a compiled region ({len(graph['ops'])} ops) with memplan")
+            backward = {n.name for n in gm.graph.nodes} - forward_nodes(joint)
+            wanted = _budget.read(None) if self._recording is not None else self.wanted
+            plan, report = explained(
+                lambda: command.plan(graph, wanted, remat=self.remat, time_limit=self.time_limit),
+                mapping, gm, backward, "a compiled region")
+            if self._recording is not None:
+                weights = [primals[i] for i in static if i < len(primals)]
+                grads = _output_nodes(gm)[num_fwd_outputs:]
+                grads = [g.name for p, g in zip(primals, grads) if p in weights and g is not None] \
+                    if len(grads) == len(primals) else []
+                self._recording.append(regions.Record(key, joint, graph, mapping, {p.name for p in weights},
+                                                      set(grads)))
+        sched = schedule_of(graph, mapping, plan, joint)
+        t2 = time.perf_counter()
+        saved = self._saved_nodes(gm, joint, mapping, sched)
         fw, bw = _compat.split_joint(gm, saved, self._saved_sym_nodes(gm, joint), num_fwd_outputs,
                                      [primals[i] for i in static if i < len(primals)])
         backward_in_plan_order(bw, sched, mapping)
@@ -188,6 +221,90 @@ class Partitioner(_compat.partitioner_base()):
                                                   "split": time.perf_counter() - t2},
                                          forward=fw, backward=bw, joint=joint))
         return fw, bw
+
+    def fit(self, model: torch.nn.Module, loss_fn: Callable, *args) -> regions.StepPlan:
+        """Makes the budget bound the whole step when the step is several compiled regions (graph breaks, or
+        blocks compiled one by one). ``loss_fn(model, *args)`` is the step's forward (it returns the loss;
+        ``fit`` runs the backward); the compiled code it runs is compiled with this partitioner set.
+
+        ``fit`` drops every compiled code (``torch.compiler.reset()``) and runs the step twice with every
+        region's store-all plan: the first call compiles the regions (each seen by this partitioner), the
+        second is measured (the allocator's peak on the model's device) and tells how many times and in
+        which order each region runs. Each region is then planned at a few budgets (regions.region_of), the
+        plans that together fit the step's budget at the least recomputation are chosen (regions.divide:
+        what the earlier regions keep and the later ones' gradients count against each region), and the
+        compiled code is dropped again: the next call compiles every region with its chosen plan. The step's
+        budget is the partitioner's: bytes or a size (the step's peak: the weights, buffers and inputs
+        already there and what the step makes, the gradients included; ``fit`` sets the gradients to None
+        while it runs and puts them back), a percentage of the measured store-all peak, or a fraction f
+        from the smallest step peak the plans reach (0) to the store-all peak (1). A region compiled later
+        that ``fit`` did not see (another shape) is planned alone under the whole budget. Returns what was
+        decided (also ``step_plan``)."""
+        if self.budget_on != "peak" or self.wanted.arg is None:
+            raise ValueError("Partitioner.fit: the step's budget bounds its peak; give the partitioner a peak "
+                             "budget (not None, not budget_on='saved')")
+        params = list(model.parameters())
+        device = params[0].device if params else next(
+            (a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        grads = [p.grad for p in params]
+        resident = probe.storage_bytes(params + list(model.buffers()) +
+                                       [a for a in args if isinstance(a, torch.Tensor)])
+        runs: list = []
+
+        def step():
+            loss = loss_fn(model, *args)
+            if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+                raise ValueError("Partitioner.fit: loss_fn returned no tensor with a gradient to train")
+            runs[:] = _compat.compiled_region_runs(loss)
+            loss.backward()
+
+        def compiled_and_measured() -> int:
+            torch.compiler.reset()
+            try:
+                for p in params:
+                    p.grad = None
+                step()                  # compiles every region
+                for p in params:
+                    p.grad = None
+                return probe.measure_step(step, resident, device).peak
+            finally:
+                for p, g in zip(params, grads):
+                    p.grad = g
+
+        self._assigned, self._recording = {}, []
+        self._step_tag = f"recording:{id(self)}:{time.time_ns()}"
+        try:
+            store_all = compiled_and_measured()   # every region with its store-all plan
+            records = self._recording
+        finally:
+            self._recording = None
+        order = list(dict.fromkeys(runs))
+        if len(order) != len(records):
+            raise RuntimeError(f"Partitioner.fit: the step ran {len(order)} compiled region(s) with a backward "
+                               f"but {len(records)} were compiled with this partitioner")
+        if self.progress:
+            self.progress(f"planning the step's {len(records)} compiled region(s) at a few budgets each")
+        found = regions.regions_of(records, self.remat, self.time_limit)
+
+        def assign(choice) -> None:
+            self._assigned = {rec.key: (rec.graph, rec.mapping, region.candidates[c].plan,
+                                        region.candidates[c].report)
+                              for rec, region, c in zip(records, found, choice)}
+            self._step_tag = "step:" + ",".join(f"{rec.key[:16]}={c}" for rec, c in zip(records, choice))
+
+        def measure(choice) -> int:
+            if self.progress:
+                self.progress("compiling and measuring the step with the plans " +
+                              ", ".join(found[k].candidates[c].budget for k, c in enumerate(choice)))
+            assign(choice)
+            return compiled_and_measured()
+
+        choice, self.step_plan = regions.divide(found, [order.index(c) for c in runs], resident, self.wanted,
+                                                measure, store_all)
+        assign(choice)
+        self.partitions.clear()
+        torch.compiler.reset()
+        return self.step_plan
 
     def _region_graph(self, joint: Joint) -> tuple[dict, Mapping]:
         """The region's step as a memplan.graph, as Inductor runs it (graph.passes), and its mapping."""

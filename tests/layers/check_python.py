@@ -40,7 +40,8 @@ step        | _compat
 graph       | _compat costs device step workspaces
 export      | graph
 planned     | budget command device graph step
-partitioner | _compat budget command costs graph step
+regions     | budget command graph step
+partitioner | _compat budget command costs graph probe regions step
 __main__    | command export step
 __init__    | command export planned partitioner step
 """
