@@ -428,3 +428,27 @@ def test_the_cache_key_covers_every_source_of_the_package(tmp_path):
     nested = copy_ / "graph" / "passes.py"
     nested.write_text(nested.read_text() + "\n# edited\n")
     assert partitioner.source_digest(copy_) != partitioner.source_digest()
+
+
+def test_regions_without_a_backward_integer_inputs_and_no_parameters():
+    """What the partitioner is never asked, and what it is asked without weights: a region under no_grad and
+    one of integer inputs only compile as inference (aot_autograd calls no partitioner); a function of an
+    input that requires grad, with no module and no parameter, is partitioned and its gradient is eager's."""
+    part = mt.Partitioner(0.0, time_limit=2)
+    with inductor_config.patch(custom_partitioner_fn=part, fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        torch._dynamo.reset()
+        model = _mlp()
+        with torch.no_grad():
+            out = torch.compile(model)(_data()[0])
+        assert out.shape == (128, 10) and not part.partitions
+        ids = torch.arange(64)
+        counted = torch.compile(lambda i: (i * 3 + 1).sum())(ids)
+        assert counted.item() == (ids * 3 + 1).sum().item() and not part.partitions
+        x = torch.randn(256, 64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+        f = torch.compile(lambda t: (t.sin().exp() * t.cos()).square().sum())
+        f(x).backward()
+    assert len(part.partitions) == 1
+    ref = x.detach().clone().requires_grad_(True)
+    (ref.sin().exp() * ref.cos()).square().sum().backward()
+    assert _rel(x.grad, ref.grad) < 1e-5
