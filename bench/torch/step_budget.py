@@ -12,8 +12,8 @@ Cases (a Hugging Face Llama, 4 layers, hidden 256, 4 heads, 2 KV heads, FFN 1024
   hook that calls ``torch._dynamo.graph_break()``): three regions of layers and one of the head and the loss.
 
 For each case, in a process of its own (``common.isolated``), and each budget of ``--budgets`` (a fraction f of
-the way from the smallest measured step peak to store-all's, or ``bytes:F``: bytes F of the way, from the
-first fraction's fit), ``Partitioner(budget).fit(model, loss, ids)``, then a fresh measurement of one step
+the way from the smallest measured step peak to store-all's, or ``bytes:F``: bytes F of the way, both ends
+from the last fit before it that measured them), ``Partitioner(budget).fit(model, loss, ids)``, then a fresh measurement of one step
 (``probe.measure_step``: the allocator's CPU events over forward and backward, plus the weights, buffers and
 inputs resident). One row a budget: the regions (distinct, runs), the step's budget, the store-all and the
 smallest measured peaks, the modelled and the fit-time measured peak of the chosen plans, the fresh
@@ -75,12 +75,12 @@ def one(case: str, budgets: list[str], time_limit: float) -> dict:
             model.model.layers[i].register_forward_hook(_break)
         loss = torch.compile(_loss)
     resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + [ids])
-    rows, first = [], None
+    rows, ends = [], None
     for given in budgets:
         if given.startswith("bytes:"):
-            if first is None:
+            if ends is None:
                 continue
-            budget = int(first.smallest + float(given[6:]) * (first.store_all - first.smallest))
+            budget = int(ends[0] + float(given[6:]) * (ends[1] - ends[0]))
         else:
             budget = float(given)
         log(f"{case}: budget {budget}")
@@ -89,7 +89,8 @@ def one(case: str, budgets: list[str], time_limit: float) -> dict:
         t = time.perf_counter()
         plan = part.fit(model, loss, ids)
         seconds = time.perf_counter() - t
-        first = first or plan
+        if plan.smallest < plan.store_all:  # both ends measured (a budget below store-all)
+            ends = (plan.smallest, plan.store_all)
         model.zero_grad(set_to_none=True)
         loss(model, ids).backward()
         diff, _ = grad_diff(model, ref)

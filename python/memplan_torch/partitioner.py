@@ -299,8 +299,11 @@ class Partitioner(_compat.partitioner_base()):
             assign(choice)
             return compiled_and_measured()
 
+        def plan_at(k: int, peak: int):
+            return regions.candidate_at(records[k], found[k], str(int(peak)), "peak", self.remat, self.time_limit)
+
         choice, self.step_plan = regions.divide(found, [order.index(c) for c in runs], resident, self.wanted,
-                                                measure, store_all)
+                                                measure, store_all, plan_at=plan_at)
         assign(choice)
         self.partitions.clear()
         torch.compiler.reset()

@@ -64,6 +64,7 @@ class Region:
     name: str               # how messages name it: "region 2 (18 ops)"
     inputs: int             # bytes of the non-weight inputs its backward reads (held across the step)
     grads: int              # bytes of its weights' gradients (held from its backward to the step's end)
+    weights: int = 0        # bytes of its weights and buffers (resident: not counted in a candidate's peak)
     candidates: list = dataclasses.field(default_factory=list)
 
 
@@ -169,24 +170,31 @@ def region_of(record: Record, number: int, remat: str, time_limit: float,
     the resident bytes and that fraction of what store-all saves). A budget memplan cannot meet is left
     out."""
     graph, mapping, joint = record.graph, record.mapping, record.joint
-    weights = _tensor_bytes(graph, mapping, record.weights)
     inputs = [n for n in joint.inputs if n not in record.weights]
     region = Region(key=record.key, name=f"region {number} ({len(graph['ops'])} ops)",
-                    inputs=_tensor_bytes(graph, mapping, inputs), grads=_tensor_bytes(graph, mapping, record.grads))
+                    inputs=_tensor_bytes(graph, mapping, inputs), grads=_tensor_bytes(graph, mapping, record.grads),
+                    weights=_tensor_bytes(graph, mapping, record.weights))
     tries = [(None, "peak")] + [(f"fraction:{f!r}", "peak") for f in fractions] + \
             [(f"fraction:{f!r}", "saved") for f in saved]
     for arg, on in tries:
-        try:
-            plan, report = command.plan(graph, read(arg, on), remat=remat, time_limit=time_limit)
-        except (command.Infeasible, command.NoPlan):
-            continue
-        sched = schedule_of(graph, mapping, plan, joint)
-        fastest = report.get("fastest_cost", report.get("cost", 0.0))
-        region.candidates.append(Candidate(
-            budget=arg or "store-all", budget_on=on, plan=plan, report=report, peak=sched.live_peak - weights,
-            saved=sched.saved_bytes, extra=max(0.0, float(report.get("cost", fastest)) - float(fastest))))
+        candidate_at(record, region, arg, on, remat, time_limit)
     return region
 
+
+def candidate_at(record: Record, region: Region, arg: str | None, on: str, remat: str,
+                 time_limit: float) -> Candidate | None:
+    """The plan of `record`'s graph under the budget `arg` (None: store-all) on `on`, added to `region`'s
+    candidates; None where memplan finds none."""
+    try:
+        plan, report = command.plan(record.graph, read(arg, on), remat=remat, time_limit=time_limit)
+    except (command.Infeasible, command.NoPlan):
+        return None
+    sched = schedule_of(record.graph, record.mapping, plan, record.joint)
+    fastest = report.get("fastest_cost", report.get("cost", 0.0))
+    region.candidates.append(Candidate(
+        budget=arg or "store-all", budget_on=on, plan=plan, report=report, peak=sched.live_peak - region.weights,
+        saved=sched.saved_bytes, extra=max(0.0, float(report.get("cost", fastest)) - float(fastest))))
+    return region.candidates[-1]
 
 
 @dataclasses.dataclass
@@ -206,15 +214,18 @@ class StepPlan:
 
 
 def divide(regions: Sequence[Region], runs: Sequence[int], resident: int, wanted: Budget,
-           measure: Callable[[list], int], store_all: int, rounds: int = 3) -> tuple[list[int], StepPlan]:
+           measure: Callable[[list], int], store_all: int, rounds: int = 3,
+           plan_at: Callable[[int, int], Candidate | None] | None = None) -> tuple[list[int], StepPlan]:
     """The plan per region for the step's budget `wanted` (a peak budget: bytes, a size, a percentage of the
     store-all peak, or a fraction of the way from the smallest step peak to it). `store_all` is the step's
     measured peak with every region's first candidate (store-all); `measure(choice)` compiles the step with
     `choice` and returns its measured peak. The step's model (``step_peak``, calibrated on every
-    measurement so far) proposes the cheapest choice under the budget; the choice is measured, and while
-    it is over, the model's limit is lowered by the excess (at most `rounds` times) before the smallest
-    choice, measured, is taken. Raises ``Infeasible`` when the budget is below the smallest measured peak
-    and `wanted` fails there."""
+    measurement so far) proposes the cheapest choice under the budget; the choice is measured, and the
+    model's limit is lowered by its excess or raised by its slack (at most `rounds` proposals); the
+    cheapest measured choice at or below the budget is taken (the smallest choice, measured, at worst). A step of one region run once is planned at the budget itself too:
+    `plan_at(region, bytes)` adds the candidate memplan plans for the region's peak at `bytes` (what the
+    budget leaves it), so the choice is not only among the fixed candidates. Raises ``Infeasible`` when
+    the budget is below the smallest measured peak and `wanted` fails there."""
     every = [0] * len(regions)
     measured = {tuple(every): store_all}
 
@@ -246,17 +257,18 @@ def divide(regions: Sequence[Region], runs: Sequence[int], resident: int, wanted
         warnings.warn(message + "; training at the smallest", RuntimeWarning, stacklevel=3)
         choice, fits = low, False
     else:
-        limit, choice = budget - resident, None
+        # Propose by the model; measure; a choice over the budget lowers the limit by its excess, one under
+        # it raises the limit by its slack (a cheaper choice may fit too). The cheapest measured fit wins.
+        limit = budget - resident
         for _ in range(rounds):
+            if plan_at is not None and len(runs) == 1 and limit - outside()[0] > 0:
+                plan_at(0, limit - outside()[0] + regions[0].weights)
             proposed = choose(regions, runs, limit, outside())
-            if proposed is None:
+            if proposed is None or (tuple(proposed) in measured and proposed != every):
                 break
-            if peak_of(proposed) <= budget:
-                choice = proposed
-                break
-            limit -= peak_of(proposed) - budget
-        if choice is None:
-            choice = low  # measured at or below the budget
+            limit += budget - peak_of(proposed)
+        fitting = [list(ch) for ch, peak in measured.items() if peak <= budget]
+        choice = min(fitting, key=lambda ch: (step_extra(regions, runs, ch), measured[tuple(ch)])) if fitting else low
     chosen = []
     for k, r in enumerate(regions):
         c = r.candidates[choice[k]]
