@@ -7,7 +7,8 @@ and count bytes it never allocates. ``inductor_view`` applies the passes below, 
 
 - ``with_workspaces``: the temporaries of the kernels Inductor calls rather than generates, measured;
 - ``inductor_inlined``: forward values computed inside their readers leave the graph;
-- ``inductor_fused``: backward tensors fused away cost no memory;
+- ``inductor_fused``: backward tensors fused away cost no memory, and what they are made from lives until
+  the kernel they are fused into;
 - ``inductor_inplace``: point-wise ops and scatters may write over a dying input.
 """
 from __future__ import annotations
@@ -23,6 +24,13 @@ from .lower import Mapping
 from .nodes import has_tag, is_random, packet_name
 
 
+SCATTERS = frozenset(["index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate", "index_add",
+                       "index_copy", "index_fill", "scatter", "scatter_add", "scatter_reduce", "slice_scatter",
+                       "select_scatter", "diagonal_scatter", "masked_scatter"])
+# Scatters whose kernels Inductor generates with point-wise producers of their values inlined.
+_FUSING_SCATTERS = SCATTERS | {"embedding_dense_backward"}
+
+
 def inductor_view(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, fusion: bool = True,
                   workspace: str = "measured") -> dict:
     """`graph` (a compiled region's, lowered from `gm`) as Inductor runs it: with the measured workspaces of
@@ -32,7 +40,8 @@ def inductor_view(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, fusio
         graph = with_workspaces(graph, mapping, gm)
     if fusion:
         graph = inductor_inlined(graph, mapping, gm)
-        graph = inductor_inplace(zeroed(graph, inductor_fused(graph, mapping, gm)), mapping, gm)
+        graph, fused = inductor_fused(graph, mapping, gm)
+        graph = inductor_inplace(zeroed(graph, fused), mapping, gm)
     return graph
 
 
@@ -94,18 +103,26 @@ def zeroed(graph: dict, names) -> dict:
     return dict(graph, tensors=[dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]])
 
 
-def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> list:
-    """The backward tensors of `graph` Inductor fuses away (never allocated). A tensor a point-wise op makes
-    and only point-wise ops and reductions read is computed inside its readers' kernels (Inductor inlines
-    point-wise producers into their consumers) and never allocated. A tensor the step returns, or that
-    another kind of op reads (a matrix product, a convolution, attention: kernels outside Inductor's code
-    generation) keeps its bytes. So does every forward tensor: a plan may keep one across the boundary (to
-    recompute a reader in the backward), and Inductor allocates what the forward saves; the forward's
-    transients are then counted in full, which overstates the forward's memory, never understates it."""
+def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> tuple[dict, list]:
+    """The backward tensors of `graph` Inductor fuses away (never allocated), and `graph` with their producers'
+    inputs read by their readers. A tensor a point-wise op makes and only point-wise ops, reductions and
+    scatters (an embedding's backward, index_put) read is computed inside its readers' kernels (Inductor
+    inlines point-wise producers into their consumers) and never allocated; the producer's inputs are then
+    read by the readers' kernel, so they live until it runs, beside its output (each reader reads them
+    too). A tensor the step returns, or that another kind of op reads (a matrix product, a convolution,
+    attention: kernels outside Inductor's code generation) keeps its bytes. So does every forward tensor: a
+    plan may keep one across the boundary (to recompute a reader in the backward), and Inductor allocates
+    what the forward saves; the forward's transients are then counted in full, which overstates the
+    forward's memory, never understates it."""
     by_name = {n.name: n for n in gm.graph.nodes}
 
-    def tagged(op_name, *tags):
-        return has_tag(by_name.get(mapping.op_node.get(op_name)), *tags)
+    def node_of(op):
+        return by_name.get(mapping.op_node.get(op["name"]))
+
+    def fuses(op):  # a backward kernel Inductor generates, into which point-wise producers are inlined
+        node = node_of(op)
+        return op["phase"] == "backward" and (has_tag(node, torch.Tag.pointwise, torch.Tag.reduction)
+                                              or packet_name(node) in _FUSING_SCATTERS)
     producer, readers = {}, {}
     for op in graph["ops"]:
         for t in op["outputs"]:
@@ -120,10 +137,23 @@ def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> l
         if t.get("persistent") or name in keep or op is None or not t["bytes"] or len(op["outputs"]) != 1:
             continue
         rs = readers.get(name, [])
-        if rs and op["phase"] == "backward" and tagged(op["name"], torch.Tag.pointwise) and all(
-                r["phase"] == "backward" and tagged(r["name"], torch.Tag.pointwise, torch.Tag.reduction) for r in rs):
+        if rs and op["phase"] == "backward" and has_tag(node_of(op), torch.Tag.pointwise) and all(fuses(r) for r in rs):
             fused.append(name)
-    return fused
+    if not fused:
+        return graph, fused
+    inputs_of: dict = {}  # fused tensor -> what its producer reads, fused tensors resolved
+    gone = set(fused)
+    ops = []
+    for op in graph["ops"]:
+        extra = [x for t in op["inputs"] if t in inputs_of for x in inputs_of[t]]
+        ins = list(dict.fromkeys(op["inputs"] + extra))
+        if len(ins) != len(op["inputs"]):
+            op = dict(op, inputs=ins)
+        for t in op["outputs"]:
+            if t in gone:
+                inputs_of[t] = [x for x in ins if x not in gone]
+        ops.append(op)
+    return dict(graph, ops=ops), fused
 
 
 # Point-wise ops Inductor inlines into several readers on any device (its CPU heuristic materialises a reused
@@ -184,9 +214,6 @@ def inductor_inlined(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
     return dict(graph, ops=ops, tensors=[t for t in graph["tensors"] if t["name"] not in gone])
 
 
-SCATTERS = frozenset(["index_put", "_unsafe_index_put", "_unsafe_masked_index_put_accumulate", "index_add",
-                       "index_copy", "index_fill", "scatter", "scatter_add", "scatter_reduce", "slice_scatter",
-                       "select_scatter", "diagonal_scatter", "masked_scatter"])
 
 
 def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
