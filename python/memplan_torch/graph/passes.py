@@ -9,7 +9,8 @@ and count bytes it never allocates. ``inductor_view`` applies the passes below, 
 - ``inductor_inlined``: forward values computed inside their readers leave the graph;
 - ``inductor_fused``: backward tensors fused away cost no memory, and what they are made from lives until
   the kernel they are fused into;
-- ``inductor_inplace``: point-wise ops and scatters may write over a dying input.
+- ``inductor_inplace``: point-wise ops and scatters may write over a dying input;
+- ``inductor_addmm``: a backward matrix product added to a tensor is one ``addmm`` at the addition.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def inductor_view(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, fusio
     if fusion:
         graph = inductor_inlined(graph, mapping, gm)
         graph, fused = inductor_fused(graph, mapping, gm)
-        graph = inductor_inplace(zeroed(graph, fused), mapping, gm)
+        graph = inductor_addmm(inductor_inplace(zeroed(graph, fused), mapping, gm), mapping, gm)
     return graph
 
 
@@ -244,3 +245,60 @@ def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
                 op = dict(op, inplace=pairs)
         ops.append(op)
     return dict(graph, ops=ops)
+
+
+def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+    """`graph` with each backward ``add(mm(a, b), c)`` as Inductor runs it: its post-grad pattern rewrites it
+    to ``addmm(c, a, b)`` when the product has no other reader and c is a tensor of its dtype that expands
+    to its shape (a weight used twice, as tied embeddings are, sums two gradients so), and the product then
+    runs where the addition is, after c exists: a and b live until then, and the product's own output is
+    never allocated. The two ops become one at the addition (the product's inputs, both costs, the larger
+    workspace, no in-place pair: addmm writes a new buffer). A sum whose output Inductor fuses away (0
+    bytes) is left as it is."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    meta = {t["name"]: t for t in graph["tensors"]}
+    producer, readers = {}, {}
+    for op in graph["ops"]:
+        for t in op["outputs"]:
+            producer[t] = op
+        for t in op["inputs"]:
+            readers[t] = readers.get(t, 0) + 1
+    merged: dict = {}  # add op name -> the mm op merged into it
+    for op in graph["ops"]:
+        node = by_name.get(mapping.op_node.get(op["name"]))
+        if op["phase"] != "backward" or packet_name(node) != "add" or len(node.args) != 2 or \
+                len(op["outputs"]) != 1 or not meta[op["outputs"][0]]["bytes"]:
+            continue
+        args = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        mms = [a for a in args if packet_name(a) == "mm" and len(a.users) == 1]
+        if len(args) != 2 or not mms:
+            continue
+        mm, other = mms[0], next(a for a in args if a is not mms[0])
+        v, w = mm.meta.get("val"), other.meta.get("val")
+        if not (isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor)) or v.dtype != w.dtype or \
+                w.dim() > v.dim() or any(a not in (1, b) for a, b in zip(w.shape[::-1], v.shape[::-1])):
+            continue
+        outs = mapping.tensor_of.get(mm.name, [])
+        m_op = producer.get(outs[0]) if len(outs) == 1 else None
+        if m_op is None or m_op["phase"] != "backward" or readers.get(outs[0]) != 1 or outs[0] not in op["inputs"]:
+            continue
+        merged[op["name"]] = m_op
+    if not merged:
+        return graph
+    gone_ops = {m["name"] for m in merged.values()}
+    gone = {t for m in merged.values() for t in m["outputs"]}
+    ops = []
+    for op in graph["ops"]:
+        if op["name"] in gone_ops:
+            continue
+        m = merged.get(op["name"])
+        if m is not None:
+            op = {k: v for k, v in op.items() if k != "inplace"}
+            op["inputs"] = list(dict.fromkeys(m["inputs"] + [t for t in op["inputs"] if t not in gone]))
+            op["cost"] = op.get("cost", 0.0) + m.get("cost", 0.0)
+            op["flops"] = op.get("flops", 0.0) + m.get("flops", 0.0)
+            work = max(op.get("workspace", 0), m.get("workspace", 0))
+            if work:
+                op["workspace"] = work
+        ops.append(op)
+    return dict(graph, ops=ops, tensors=[t for t in graph["tensors"] if t["name"] not in gone])
