@@ -41,8 +41,9 @@ def inductor_view(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, fusio
         graph = with_workspaces(graph, mapping, gm)
     if fusion:
         graph = inductor_inlined(graph, mapping, gm)
-        graph, fused = inductor_fused(graph, mapping, gm)
-        graph = inductor_addmm(inductor_inplace(zeroed(graph, fused), mapping, gm), mapping, gm)
+        graph, addmm = inductor_addmm(graph, mapping, gm)
+        graph, fused = inductor_fused(graph, mapping, gm, extern=addmm)
+        graph = inductor_inplace(zeroed(graph, fused), mapping, gm, extern=addmm)
     return graph
 
 
@@ -104,7 +105,7 @@ def zeroed(graph: dict, names) -> dict:
     return dict(graph, tensors=[dict(t, bytes=0) if t["name"] in zero else t for t in graph["tensors"]])
 
 
-def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> tuple[dict, list]:
+def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, extern=frozenset()) -> tuple[dict, list]:
     """The backward tensors of `graph` Inductor fuses away (never allocated), and `graph` with their producers'
     inputs read by their readers. A tensor a point-wise op makes and only point-wise ops, reductions and
     scatters (an embedding's backward, index_put) read is computed inside its readers' kernels (Inductor
@@ -114,11 +115,12 @@ def inductor_fused(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> t
     attention: kernels outside Inductor's code generation) keeps its bytes. So does every forward tensor: a
     plan may keep one across the boundary (to recompute a reader in the backward), and Inductor allocates
     what the forward saves; the forward's transients are then counted in full, which overstates the
-    forward's memory, never understates it."""
+    forward's memory, never understates it. The ops named in `extern` run as library kernels whatever their
+    node says (``inductor_addmm``'s)."""
     by_name = {n.name: n for n in gm.graph.nodes}
 
     def node_of(op):
-        return by_name.get(mapping.op_node.get(op["name"]))
+        return None if op["name"] in extern else by_name.get(mapping.op_node.get(op["name"]))
 
     def fuses(op):  # a backward kernel Inductor generates, into which point-wise producers are inlined
         node = node_of(op)
@@ -217,16 +219,20 @@ def inductor_inlined(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
 
 
 
-def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule, extern=frozenset()) -> dict:
     """`graph` with ``inplace`` pairs on its point-wise ops: Inductor writes a point-wise kernel's output over an
     input of the same size that dies there (``config.inplace_buffers``), and a plan may do the same. So do the
     scatters (an embedding's backward, index_put, slice_scatter): Inductor copies the tensor scattered into
-    and scatters into the copy, which takes the tensor's buffer when the tensor dies there."""
+    and scatters into the copy, which takes the tensor's buffer when the tensor dies there. The ops named in
+    `extern` (``inductor_addmm``'s) write a new buffer."""
     by_name = {n.name: n for n in gm.graph.nodes}
     nbytes = {t["name"]: t["bytes"] for t in graph["tensors"]}
     fixed = {t["name"] for t in graph["tensors"] if t.get("persistent")} | set(graph.get("outputs", []))
     ops = []
     for op in graph["ops"]:
+        if op["name"] in extern:
+            ops.append(op)
+            continue
         node = by_name.get(mapping.op_node.get(op["name"]))
         if packet_name(node) in SCATTERS and len(op["outputs"]) == 1 and node.args and isinstance(node.args[0], torch.fx.Node):
             y = op["outputs"][0]
@@ -247,14 +253,14 @@ def inductor_inplace(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) ->
     return dict(graph, ops=ops)
 
 
-def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> dict:
+def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> tuple[dict, set]:
     """`graph` with each backward ``add(mm(a, b), c)`` as Inductor runs it: its post-grad pattern rewrites it
     to ``addmm(c, a, b)`` when the product has no other reader and c is a tensor of its dtype that expands
     to its shape (a weight used twice, as tied embeddings are, sums two gradients so), and the product then
     runs where the addition is, after c exists: a and b live until then, and the product's own output is
     never allocated. The two ops become one at the addition (the product's inputs, both costs, the larger
-    workspace, no in-place pair: addmm writes a new buffer). A sum whose output Inductor fuses away (0
-    bytes) is left as it is."""
+    workspace); its output is allocated (addmm writes a new buffer, never in place), which is what the
+    other passes are told by the names of the merged ops, returned beside the graph."""
     by_name = {n.name: n for n in gm.graph.nodes}
     meta = {t["name"]: t for t in graph["tensors"]}
     producer, readers = {}, {}
@@ -266,8 +272,7 @@ def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> d
     merged: dict = {}  # add op name -> the mm op merged into it
     for op in graph["ops"]:
         node = by_name.get(mapping.op_node.get(op["name"]))
-        if op["phase"] != "backward" or packet_name(node) != "add" or len(node.args) != 2 or \
-                len(op["outputs"]) != 1 or not meta[op["outputs"][0]]["bytes"]:
+        if op["phase"] != "backward" or packet_name(node) != "add" or len(node.args) != 2 or len(op["outputs"]) != 1:
             continue
         args = [a for a in node.args if isinstance(a, torch.fx.Node)]
         mms = [a for a in args if packet_name(a) == "mm" and len(a.users) == 1]
@@ -284,7 +289,7 @@ def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> d
             continue
         merged[op["name"]] = m_op
     if not merged:
-        return graph
+        return graph, set()
     gone_ops = {m["name"] for m in merged.values()}
     gone = {t for m in merged.values() for t in m["outputs"]}
     ops = []
@@ -293,7 +298,7 @@ def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> d
             continue
         m = merged.get(op["name"])
         if m is not None:
-            op = {k: v for k, v in op.items() if k != "inplace"}
+            op = dict(op)
             op["inputs"] = list(dict.fromkeys(m["inputs"] + [t for t in op["inputs"] if t not in gone]))
             op["cost"] = op.get("cost", 0.0) + m.get("cost", 0.0)
             op["flops"] = op.get("flops", 0.0) + m.get("flops", 0.0)
@@ -301,4 +306,4 @@ def inductor_addmm(graph: dict, mapping: Mapping, gm: torch.fx.GraphModule) -> d
             if work:
                 op["workspace"] = work
         ops.append(op)
-    return dict(graph, ops=ops, tensors=[t for t in graph["tensors"] if t["name"] not in gone])
+    return dict(graph, ops=ops, tensors=[t for t in graph["tensors"] if t["name"] not in gone]), set(merged)
