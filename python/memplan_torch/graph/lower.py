@@ -261,6 +261,10 @@ class _Lowering:
         joint = self.joint
         returned = joint.outputs if joint.outputs is not None else [joint.loss, *joint.mutations, *joint.grads]
         outs = list(dict.fromkeys(t for a in returned for t in self.map.tensor_of[a]))
+        if joint.outputs is not None:
+            # A compiled region's backward is called with its tangents and holds them until it returns
+            # (autograd passes them as the arguments of the region's backward function).
+            outs += [t for a in joint.tangents for t in self.map.tensor_of[a] if t not in outs]
         if not joint.recompute_random:
             outs += [t for op in self.ops if op.get("random") and op["phase"] == "forward"
                      for t in op["outputs"] if t not in outs]
