@@ -73,9 +73,9 @@ def loss_of(loss_fn):
 _CACHES = tempfile.TemporaryDirectory(prefix="memplan-compile-coverage-")
 
 
-def compiled(model, loss, inputs, targets, partitioner):
+def compiled(model, loss, inputs, targets, partitioner, **inductor):
     """(compiled step, compile seconds): its own step function, compiled from empty caches, first call's
-    backward included."""
+    backward included; `inductor`: Inductor's options for this compile (torch._inductor.config)."""
     import torch._dynamo
     import torch._functorch.config as fconfig
     import torch._inductor.config as iconfig
@@ -86,7 +86,7 @@ def compiled(model, loss, inputs, targets, partitioner):
     ns = {"model": model, "loss": loss}
     exec("def step(i, t):\n    return loss(model, i, t)\n", ns)
     fn = torch.compile(ns["step"])
-    with iconfig.patch(custom_partitioner_fn=partitioner, fx_graph_cache=False), \
+    with iconfig.patch(custom_partitioner_fn=partitioner, fx_graph_cache=False, **inductor), \
             fconfig.patch(enable_autograd_cache=False):
         t = time.perf_counter()
         fn(inputs, targets).backward()

@@ -190,6 +190,14 @@ def guard_fusion_memory() -> None:
         setattr(inductor_config, _FUSION_GUARDS[0], 0.0)
 
 
+def guard_buffer_pool() -> None:
+    """Inductor's buffer pool off (``allow_buffer_reuse``: a dead buffer kept for a later allocation of its
+    size), as its lite mode has it; a PyTorch without the option is left as it is."""
+    import torch._inductor.config as inductor_config
+    if hasattr(inductor_config, "allow_buffer_reuse"):
+        inductor_config.allow_buffer_reuse = False
+
+
 def inductor_lays_out_channels_last(gm: torch.fx.GraphModule) -> bool:
     """Whether Inductor's layout optimisation (``GraphLowering.decide_layout_opt``) runs `gm`'s 2-D
     convolutions channels-last; False where the heuristic fails (measure as laid out)."""

@@ -25,7 +25,11 @@ copies count twice (``_with_workspaces``). Inductor's horizontal fusion merges k
 apart that read the same buffers; in a backward that recomputes, that pulls a later recomputation up to
 an earlier one and holds its output in between. Inductor's own fusion guard
 (``fusion_memory_timeline_peak_memory_increase_gb = 0``: no fusion that raises its estimate of the
-graph's peak) keeps the plan's order there; the partitioner turns it on (``fusion_guard``).
+graph's peak) keeps the plan's order there; the partitioner turns it on (``fusion_guard``). Inductor's buffer
+pool (``allow_buffer_reuse``) keeps a dead buffer allocated until a later allocation of its size takes it,
+when that does not raise Inductor's own estimate of the graph's peak, an estimate without the workspaces of
+the library kernels it calls: a held buffer can pass the plan's peak there. The partitioner turns the pool
+off (``pool_guard``), and frees each buffer where the plan frees it.
 
 aot_autograd's split of a joint graph and Inductor's partitioner interface are private PyTorch names,
 reached through ``_compat``; the graph passes are ``graph.passes``.
@@ -149,12 +153,18 @@ class Partitioner(_compat.partitioner_base()):
     at f = 0.3 measured one of its largest activations above the budget).
     With dynamic shapes (``torch.compile(..., dynamic=True)``) a region is planned at the sizes Dynamo traced,
     and its one partition serves every size; ``peak_at`` says what that partition holds at another size.
+    ``pool_guard`` (default True): the first call turns Inductor's buffer pool off (``allow_buffer_reuse =
+    False``, process-wide, as its lite mode has it): the generated code frees a dead buffer rather than keep it
+    for a later allocation of its size, so what is live is what the plan has live. With the pool (``False``)
+    a held buffer can raise the peak above the plan's (by up to 1 MiB on the compile coverage's models, where
+    Inductor's estimate of the peak leaves out a library kernel's workspace); the pool's time is measured in
+    bench/torch/buffer_pool.py.
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
                  time_limit: float = 2.0, fusion: bool = True, workspace: str = "measured",
                  fusion_guard: bool = True, progress: Callable[[str], None] | None = None,
-                 on_infeasible: str = "fail"):
+                 on_infeasible: str = "fail", pool_guard: bool = True):
         self.wanted = _budget.read(budget, budget_on, on_infeasible)
         self.on_infeasible = on_infeasible
         costs.parse(cost)
@@ -162,7 +172,7 @@ class Partitioner(_compat.partitioner_base()):
         if workspace not in ("measured", "none"):
             raise ValueError(f"workspace '{workspace}': expected 'measured' or 'none'")
         self.time_limit, self.fusion, self.workspace, self.progress = time_limit, fusion, workspace, progress
-        self.fusion_guard = fusion_guard
+        self.fusion_guard, self.pool_guard = fusion_guard, pool_guard
         self.partitions: list[Partition] = []
         self.step_plan: regions.StepPlan | None = None   # what fit decided, None before it
         self._assigned: dict = {}       # region key -> (graph, mapping, plan, report) of the step's budget
@@ -172,13 +182,16 @@ class Partitioner(_compat.partitioner_base()):
     def uuid(self) -> Any:
         """Inductor's cache key: the options and memplan_torch's sources (another budget is another compile)."""
         return (f"memplan_torch.Partitioner:{self.budget!r}:{self.budget_on}:{self.cost}:{self.remat}:"
-                f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{self.on_infeasible}:"
+                f"{self.time_limit}:{self.fusion}:{self.workspace}:{self.fusion_guard}:{self.pool_guard}:"
+                f"{self.on_infeasible}:"
                 f"{source_digest()}:{self._step_tag}")
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any):
         t0 = time.perf_counter()
         if self.fusion_guard:
             _compat.guard_fusion_memory()
+        if self.pool_guard:
+            _compat.guard_buffer_pool()
         num_fwd_outputs = kwargs["num_fwd_outputs"]
         joint = region_joint(gm, num_fwd_outputs)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
