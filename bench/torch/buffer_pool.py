@@ -31,7 +31,6 @@ sys.path.insert(0, HERE)
 from common import emit, isolated, log, row_printer  # noqa: E402
 from compile_coverage import compiled, loss_of, model_case  # noqa: E402
 
-import torch  # noqa: E402
 
 MODELS = ["hf:llama", "hf:t5", "hf:mixtral", "resnet50"]
 ARMS = ["memplan", "memplan again", "memplan, pool", "pytorch, pool", "pytorch, no pool"]
@@ -48,7 +47,7 @@ def one(name: str, f: float, repeats: int) -> dict:
         log(f"{name} f={f}: compiling ({arm})")
         pool = arm.endswith(", pool")
         part = Partitioner(f, pool_guard=not pool) if arm.startswith("memplan") else None
-        fn, _ = compiled(model, loss, inputs, targets, part, allow_buffer_reuse=pool)
+        fn, _, _ = compiled(model, loss, inputs, targets, part, allow_buffer_reuse=pool)
         step = (lambda fn=fn: fn(inputs, targets).backward())
         model.zero_grad(set_to_none=True)
         peak = peak_of(step, resident)[0]

@@ -1,7 +1,7 @@
 """Which models train under torch.compile with memplan's partitioner, at every fraction and at a byte budget.
 
     build/venv/bin/python bench/torch/compile_coverage.py [--fractions 1.0,0.7,0.5,0.3,0] [--time-limit 2]
-        [--out FILE] [MODEL ...]
+        [--reuse-kernels] [--out FILE] [MODEL ...]
 
 For each model (coverage.py's Hugging Face and torchvision families at their tiny sizes, plus the families only
 this bench has: ``hf:mixtral`` and ``hf:qwen2_moe``, mixtures of experts, and ``hf:gemma3``, masked sliding-window
@@ -12,10 +12,14 @@ memplan reaches for a region to its store-all arena), then one byte budget B bet
 (store-all - floor) of the largest region at f = 0. Each compile starts from empty caches. One row a budget:
 the compiled regions, the budget and memplan's plan (the largest region's), the step's measured CPU peak
 (``probe.peak_of``: the allocator's events over one step, which makes the gradients, plus the weights and the
-inputs resident) and whether it is at or below the budget (one region only: with several, each region has its
-own budget), the largest relative gradient difference against eager PyTorch (``common.grad_diff``), the
-partitioner's and the compile's seconds. Per model, the last row says whether the measured peak falls
-monotonically with f. A compile that fails prints its error in the row."""
+inputs resident) and whether it is at or below the budget, the largest relative gradient difference against
+eager PyTorch (``common.grad_diff``), the partitioner's and the compile's seconds. A step of several compiled
+regions (graph breaks) is compiled with ``Partitioner.fit`` at every budget (once the first compile shows the
+regions): the budget is then the step's, from the smallest measured step peak fit reaches (f = 0) to the
+store-all one, and the byte budget lies between those two. Per model, the last row says whether the measured peak falls
+monotonically with f. A compile that fails prints its error in the row. ``--reuse-kernels``: a model's compiles
+share one kernel cache (Inductor's generated C++ or Triton, by source), which leaves the partitions, peaks and
+gradients as they are and makes the compiles after the first faster, and their seconds smaller."""
 from __future__ import annotations
 
 import argparse
@@ -29,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from common import emit, grad_diff, isolated, log, row_printer  # noqa: E402
-from coverage import HF, MODELS as COVERAGE_MODELS, make  # noqa: E402
+from coverage import MODELS as COVERAGE_MODELS, make  # noqa: E402
 
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
@@ -71,28 +75,36 @@ def loss_of(loss_fn):
 
 
 _CACHES = tempfile.TemporaryDirectory(prefix="memplan-compile-coverage-")
+REUSE_KERNELS = False   # --reuse-kernels: one kernel cache for all of a model's compiles, this one
+_SHARED = tempfile.mkdtemp(dir=_CACHES.name)
 
 
-def compiled(model, loss, inputs, targets, partitioner, **inductor):
-    """(compiled step, compile seconds): its own step function, compiled from empty caches, first call's
-    backward included; `inductor`: Inductor's options for this compile (torch._inductor.config)."""
+def compiled(model, loss, inputs, targets, partitioner, fit: bool = False, **inductor):
+    """(compiled step, compile seconds, fit seconds): its own step function, compiled from empty caches, first
+    call's backward included; with `fit`, ``partitioner.fit`` first divides the step's budget among its regions
+    (the compile seconds are then the compile with the plans fit chose); `inductor`: Inductor's options for
+    this compile (torch._inductor.config)."""
     import torch._dynamo
     import torch._functorch.config as fconfig
     import torch._inductor.config as iconfig
     from torch._inductor.utils import clear_caches
     torch._dynamo.reset()
     clear_caches()
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=_CACHES.name)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _SHARED if REUSE_KERNELS else tempfile.mkdtemp(dir=_CACHES.name)
     ns = {"model": model, "loss": loss}
     exec("def step(i, t):\n    return loss(model, i, t)\n", ns)
     fn = torch.compile(ns["step"])
     with iconfig.patch(custom_partitioner_fn=partitioner, fx_graph_cache=False, **inductor), \
             fconfig.patch(enable_autograd_cache=False):
         t = time.perf_counter()
+        if fit:
+            partitioner.fit(model, lambda m, i, t: fn(i, t), inputs, targets)
+        t_fit = time.perf_counter() - t
+        t = time.perf_counter()
         fn(inputs, targets).backward()
         seconds = time.perf_counter() - t
     model.zero_grad(set_to_none=True)
-    return fn, seconds
+    return fn, seconds, t_fit
 
 
 def one(name: str, fractions: list[float], time_limit: float) -> dict:
@@ -105,16 +117,16 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
     resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
     rows = []
 
-    def run(budget):
-        log(f"{name}: budget {budget}")
+    def run(budget, fit):
+        log(f"{name}: budget {budget}" + (" (Partitioner.fit)" if fit else ""))
         part = Partitioner(budget, time_limit=time_limit)
-        row = {"budget": budget}
+        row = {"budget": budget, "fit": fit}
         try:
-            fn, seconds = compiled(model, loss, inputs, targets, part)
+            fn, seconds, fit_seconds = compiled(model, loss, inputs, targets, part, fit=fit)
         except Exception as e:  # noqa: BLE001 - a failed compile is a row
             inner = getattr(e, "inner_exception", None) or e
             row["error"] = f"{type(inner).__name__}: {str(inner).strip().splitlines()[0][:200]}"
-            return row, part
+            return row
         step = (lambda: fn(inputs, targets).backward())
         model.zero_grad(set_to_none=True)
         step()
@@ -122,21 +134,29 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
         model.zero_grad(set_to_none=True)
         row["peak"] = peak_of(step, resident)[0]
         model.zero_grad(set_to_none=True)
-        largest = max(part.partitions, key=lambda p: p.report["store_all"])
         row.update(regions=len(part.partitions), compile=seconds,
-                   partition=sum(sum(p.seconds.values()) for p in part.partitions),
-                   budget_bytes=largest.budget, arena=largest.plan["arena_bytes"],
-                   store_all=largest.report["store_all"], floor=largest.report.get("floor"))
-        return row, part
+                   partition=fit_seconds + sum(sum(p.seconds.values()) for p in part.partitions))
+        if fit:  # the step's budget, its smallest and store-all peaks (measured), and the model's prediction
+            sp = part.step_plan
+            row.update(budget_bytes=sp.budget, arena=sp.predicted, store_all=sp.store_all, floor=sp.smallest)
+        else:
+            largest = max(part.partitions, key=lambda p: p.report["store_all"])
+            row.update(budget_bytes=largest.budget, arena=largest.plan["arena_bytes"],
+                       store_all=largest.report["store_all"], floor=largest.report.get("floor"))
+        return row
 
     floor = top = None
+    fit = False
     for f in fractions:
-        row, _ = run(f)
+        row = run(f, fit)
+        if not fit and row.get("regions", 1) > 1:  # several regions: the step's budget is fit's to divide
+            fit = True
+            row = run(f, fit)
         rows.append(row)
         if f == 0 and "error" not in row:
             floor, top = row["floor"], row["store_all"]
     if floor is not None and top is not None and top > floor:
-        rows.append(run(int(floor + 0.4 * (top - floor)))[0])
+        rows.append(run(int(floor + 0.4 * (top - floor)), fit))
     return {"label": label, "rows": rows}
 
 
@@ -146,10 +166,15 @@ def main() -> None:
     ap.add_argument("--fractions", default="1.0,0.7,0.5,0.3,0")
     ap.add_argument("--time-limit", type=float, default=2.0)
     ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
+    ap.add_argument("--reuse-kernels", action="store_true",
+                    help="one kernel cache for all of a model's compiles (faster; the compile seconds after the "
+                         "first compile then leave out the kernels compiled before)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     fractions = [float(f) for f in args.fractions.split(",")]
     if args.one:
+        global REUSE_KERNELS
+        REUSE_KERNELS = args.reuse_kernels
         emit(one(args.models[0], fractions, args.time_limit))
         return
     put = row_printer(HEADER, args.out)
@@ -157,7 +182,8 @@ def main() -> None:
     for name in args.models:
         try:
             r = isolated(os.path.abspath(__file__), ["--one", name, "--fractions", args.fractions,
-                                                     "--time-limit", str(args.time_limit)])
+                                                     "--time-limit", str(args.time_limit)]
+                         + (["--reuse-kernels"] if args.reuse_kernels else []))
         except RuntimeError as e:
             put([name, "-", "-", "-", "-", "-", "-", "-", "-", "-", str(e)[:200]])
             continue
@@ -170,11 +196,13 @@ def main() -> None:
                 continue
             if isinstance(b, float):
                 peaks.append((b, row["peak"]))
-            within = "-" if row["regions"] != 1 else ("yes" if row["peak"] <= row["budget_bytes"] else
+            within = "-" if row["regions"] != 1 and not row["fit"] else ("yes" if row["peak"] <= row["budget_bytes"] else
                                                      f"NO (+{mib(row['peak'] - row['budget_bytes'])} MiB)")
             put([r["label"], shown, str(row["regions"]), mib(row["budget_bytes"]), mib(row["arena"]),
                  mib(row["peak"]), within, f"{row['grad']:.1e}", f"{row['partition']:.2f}",
-                 f"{row['compile']:.1f}", "" if not row["missing"] else f"{row['missing']} grads missing"])
+                 f"{row['compile']:.1f}", "; ".join(
+                     (["Partitioner.fit: the budget is the step's, plan MiB its model's prediction"] if row["fit"]
+                      else []) + ([f"{row['missing']} grads missing"] if row["missing"] else []))])
         peaks.sort(reverse=True)
         monotone = all(peaks[i][1] >= peaks[i + 1][1] for i in range(len(peaks) - 1))
         put([r["label"], "monotone in f", "", "", "", "", "", "", "", "",

@@ -17,10 +17,11 @@ from memplan_torch.probe import measure_step, storage_bytes
 @pytest.fixture(autouse=True)
 def _inductor_restored():
     name = "fusion_memory_timeline_peak_memory_increase_gb"
-    before = getattr(inductor_config, name), inductor_config.custom_partitioner_fn
+    before = getattr(inductor_config, name), inductor_config.custom_partitioner_fn, inductor_config.allow_buffer_reuse
     yield
     setattr(inductor_config, name, before[0])
     inductor_config.custom_partitioner_fn = before[1]
+    inductor_config.allow_buffer_reuse = before[2]
     torch._dynamo.reset()
 
 
