@@ -13,7 +13,9 @@ memplan reaches for a region to its store-all arena), then one byte budget B bet
 the compiled regions, the budget and memplan's plan (the largest region's), the step's measured CPU peak
 (``probe.peak_of``: the allocator's events over one step, which makes the gradients, plus the weights and the
 inputs resident) and whether it is at or below the budget, the largest relative gradient difference against
-eager PyTorch (``common.grad_diff``), the partitioner's and the compile's seconds. A step of several compiled
+eager PyTorch (``common.grad_diff``), the partitioner's and the compile's seconds; the model's last row gives the gradient difference of the step compiled
+with PyTorch's own partitioner (compiled first, with Inductor's defaults), what compiling alone does to the
+gradients (train-mode batch norm at a small batch amplifies float32's round-off in every compiled step). A step of several compiled
 regions (graph breaks) is compiled with ``Partitioner.fit`` at every budget (once the first compile shows the
 regions): the budget is then the step's, from the smallest measured step peak fit reaches (f = 0) to the
 store-all one, and the byte budget lies between those two. Per model, the last row says whether the measured peak falls
@@ -116,6 +118,13 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
     loss(ref, inputs, targets).backward()
     resident = storage_bytes(list(model.parameters()) + list(model.buffers()) + list(inputs) + list(targets))
     rows = []
+    # The reference for the gradients: PyTorch's own partitioner's compiled step (Inductor's defaults, before
+    # memplan's partitioner sets its guards), against eager, as every row is.
+    log(f"{name}: PyTorch's partitioner")
+    fn, _, _ = compiled(model, loss, inputs, targets, None)
+    fn(inputs, targets).backward()
+    pytorch_grad = grad_diff(model, ref)[0]
+    model.zero_grad(set_to_none=True)
 
     def run(budget, fit):
         log(f"{name}: budget {budget}" + (" (Partitioner.fit)" if fit else ""))
@@ -157,7 +166,7 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
             floor, top = row["floor"], row["store_all"]
     if floor is not None and top is not None and top > floor:
         rows.append(run(int(floor + 0.4 * (top - floor)), fit))
-    return {"label": label, "rows": rows}
+    return {"label": label, "rows": rows, "pytorch_grad": pytorch_grad}
 
 
 def main() -> None:
@@ -206,7 +215,8 @@ def main() -> None:
         peaks.sort(reverse=True)
         monotone = all(peaks[i][1] >= peaks[i + 1][1] for i in range(len(peaks) - 1))
         put([r["label"], "monotone in f", "", "", "", "", "", "", "", "",
-             ("yes" if monotone else "NO") + ": " + ", ".join(f"{f}: {mib(p)}" for f, p in peaks)])
+             ("yes" if monotone else "NO") + ": " + ", ".join(f"{f}: {mib(p)}" for f, p in peaks)
+             + f"; PyTorch's own partitioner's compiled step: grad rel diff {r['pytorch_grad']:.1e}"])
 
 
 if __name__ == "__main__":
