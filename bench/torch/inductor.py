@@ -11,8 +11,9 @@ step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) five times
   noise, and the note of every other arm says whether it is slower than ``pytorch`` by more than that spread;
 - ``memplan saved``: ``memplan_torch.Partitioner(S, budget_on="saved")`` where S is the bytes the ``pytorch`` arm
   saves for the backward (PyTorch's f is relative to its min-cut's own choice, not to storing all);
-- ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak")`` where P is the peak measured for the
-  ``pytorch`` arm, in bytes;
+- ``memplan peak``: ``memplan_torch.Partitioner(P, budget_on="peak", on_infeasible="smallest")`` where P is the
+  peak measured for the ``pytorch`` arm, in bytes (where P is below the smallest peak memplan's model of the region
+  reaches, the arm trains at that smallest peak and its note says so);
 - ``memplan f``: ``memplan_torch.Partitioner(f)``, memplan's fraction of the peak (``memplan plan --budget
   fraction:f``): f of the way from the smallest peak memplan reaches for the region (0) to its store-all arena (1)
   (the note compares the measured peak with that budget in bytes). Before 2026-12-06 this arm was ``saved:f``:
@@ -176,7 +177,9 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
         limit["cost"] = cost
     saved = Partitioner(max(arms["pytorch"]["saved"], 1), budget_on="saved", **limit)
     add("memplan saved", Recording(saved), planner=saved)
-    peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak", **limit)
+    # PyTorch's peak can lie below the smallest peak memplan's model of the region reaches: the arm then trains
+    # at that smallest peak (on_infeasible="smallest"), and its row says so.
+    peak = Partitioner(arms["pytorch"]["peak"], budget_on="peak", on_infeasible="smallest", **limit)
     try:
         add("memplan peak", Recording(peak), planner=peak)
     except Exception as e:  # noqa: BLE001 - an infeasible peak is a row too
@@ -207,7 +210,9 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
                       "missing": a["missing"],
                       "budget": p.partitions[-1].budget if p is not None and p.partitions else None,
                       "arena": p.partitions[-1].plan["arena_bytes"] if p is not None and p.partitions else None,
-                      "regions": len(p.partitions) if p is not None else None}
+                      "regions": len(p.partitions) if p is not None else None,
+                      "smallest": bool(p is not None and p.partitions and
+                                       (p.partitions[-1].report.get("smallest") or {}).get("used"))}
     out["pytorch budget peak"] = arms["pytorch"]["peak"]
     return out
 
@@ -253,6 +258,9 @@ def main() -> None:
                     note = (f"budget {budget / 2**20:.1f} MiB, plan {a['arena'] / 2**20:.1f} MiB; measured peak "
                             + ("within the budget" if a["peak"] <= budget else
                                f"ABOVE the budget by {(a['peak'] - budget) / 2**20:.1f} MiB"))
+                if a.get("smallest"):
+                    note += (f"; below the smallest peak memplan's model reaches ({a['arena'] / 2**20:.1f} MiB): "
+                             "trained at it (on_infeasible='smallest')")
                 if a.get("regions") and a["regions"] > 1:
                     note += f"; {a['regions']} regions"
                 if label == "pytorch again":

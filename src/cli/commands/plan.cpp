@@ -36,6 +36,10 @@ constexpr double floor_tolerance = 0.01;
 constexpr std::size_t floor_max_steps = 8;
 /// After a miss, the smallest plan is searched only with this much time left.
 constexpr double smallest_min_seconds = 0.2;
+/// With --on-infeasible smallest, the share of the time left that the plan
+/// for the budget may take, and then the search for the smallest peak: what
+/// is left after both plans the cheapest plan at that peak.
+constexpr double smallest_first_share = 0.5;
 /// The tensors the report lists at the smallest plan's peak.
 constexpr std::size_t peak_tensors_listed = 12;
 /// The bound's LP is not started with less time left than this: the LP
@@ -284,7 +288,8 @@ int run_plan_remat(const parsed_args& a) {
     fig.planner_budget = fig.bound > UINT64_MAX - fig.room ? UINT64_MAX : fig.bound + fig.room;
     opt.budget = policy && !a.has("--budget") ? std::numeric_limits<std::uint64_t>::max() : fig.planner_budget;
     opt.on_progress = memplan::cli::remat_progress_printer();
-    auto r = plan_at(opt.budget, until.share(1 - bound_share), true);
+    // With --on-infeasible smallest, a miss leaves time to plan at the smallest peak found.
+    auto r = plan_at(opt.budget, until.share(on_infeasible_smallest ? smallest_first_share : 1 - bound_share), true);
     auto fits_budget = [&](const memplan::remat_result& x) {
         return memplan::has_solution(x.status) && x.arena() <= opt.budget;
     };
@@ -301,13 +306,21 @@ int run_plan_remat(const parsed_args& a) {
     // A miss: the smallest plan memplan reaches, and what holds its peak.
     smallest_figures small;
     if (!fits_budget(r) && !fig.saved()) {
-        if (found.empty() && until.remaining() >= smallest_min_seconds) search_smallest(until.share(1 - bound_share));
+        if (found.empty() && until.remaining() >= smallest_min_seconds)
+            search_smallest(until.share(on_infeasible_smallest ? smallest_first_share : 1 - bound_share));
         if ((small.plan = found.smallest())) {
             small.moment = memplan::peak_moment_of(small.plan->plan);
             small.used = on_infeasible_smallest;
         }
     }
-    if (small.used) r = *small.plan;
+    if (small.used) {
+        // The smallest plan the search met, or a cheaper one at its peak planned now (as fraction:0 plans it).
+        r = *small.plan;
+        if (until.remaining() >= smallest_min_seconds) {
+            auto again = plan_at(r.arena(), until.share(1 - bound_share), false);
+            if (memplan::has_solution(again.status) && again.arena() <= r.arena() && again.cost < r.cost) r = again;
+        }
+    }
     if (!memplan::solver_backends().empty() && r.status != memplan::status::infeasible &&
         until.remaining() < bound_min_seconds) {
         r.bound_note = "skipped: under " + memplan::cli::fixed(bound_min_seconds, 1) + " s left of the time limit";
