@@ -54,7 +54,7 @@ from . import probe
 from . import regions
 from .graph.explain import explained
 from .graph.lower import Mapping, build_graph
-from .graph.nodes import forward_nodes, is_random
+from .graph.nodes import forward_nodes, is_random, tensors_of
 from .graph.passes import inductor_view
 from .graph.schedule import Schedule, backward_in_plan_order, schedule_of
 from .step.joint import Joint
@@ -257,11 +257,11 @@ class Partitioner(_compat.partitioner_base()):
             raise ValueError("Partitioner.fit: the step's budget bounds its peak; give the partitioner a peak "
                              "budget (not None, not budget_on='saved')")
         params = list(model.parameters())
-        device = params[0].device if params else next(
-            (a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        # The step's tensor arguments, in tuples and lists too (a batch of inputs and targets).
+        tensors = [a for a in tensors_of(list(args)) if a is not None]
+        device = params[0].device if params else next((a.device for a in tensors), torch.device("cpu"))
         grads = [p.grad for p in params]
-        resident = probe.storage_bytes(params + list(model.buffers()) +
-                                       [a for a in args if isinstance(a, torch.Tensor)])
+        resident = probe.storage_bytes(params + list(model.buffers()) + tensors)
         runs: list = []
 
         def step():

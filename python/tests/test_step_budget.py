@@ -133,6 +133,22 @@ def test_a_step_budget_below_the_smallest_is_named_or_trained_at_the_smallest():
     assert _measured(model, loss_fn, args) <= plan.smallest
 
 
+def test_fit_counts_the_tensors_it_is_given_in_tuples():
+    """A step that takes its inputs and targets as tuples: what the step starts with counts them, so the
+    smallest measured step peak (f = 0's budget) is what a later step measures."""
+    model, _, (x, y) = _setup("breaks")
+    loss_fn = (lambda m, inputs, targets: _compiled_loss(m, *inputs, *targets))
+    args = ((x,), (y,))
+    inductor_config.custom_partitioner_fn = part = mt.Partitioner(0.0, time_limit=2)
+    plan = part.fit(model, loss_fn, *args)
+    assert plan.resident == storage_bytes(list(model.parameters()) + list(model.buffers()) + [x, y])
+    model.zero_grad(set_to_none=True)
+    loss_fn(model, *args).backward()
+    model.zero_grad(set_to_none=True)
+    peak = measure_step(lambda: loss_fn(model, *args).backward(), plan.resident).peak
+    assert peak <= plan.budget == plan.smallest, (peak, plan)
+
+
 def test_fit_needs_a_peak_budget():
     model, loss_fn, args = _setup("breaks")
     for part in (mt.Partitioner(None), mt.Partitioner(0.5, budget_on="saved")):
