@@ -132,7 +132,9 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
             return a
         v = a.meta.get("val")
         fmt = layout(current[0], a) if layout is not None and isinstance(v, torch.Tensor) else None
-        if fmt is None or v.is_contiguous(memory_format=fmt):
+        # A view with gaps (a slice: a token dropped from a sequence) reaches the kernel as it is, which may
+        # copy it (a convolution's backward makes its gradient dense): measured with its own strides.
+        if fmt is None or v.is_contiguous(memory_format=fmt) or not _dense(v):
             return v
         return _Formatted(v, fmt)
 
@@ -201,6 +203,17 @@ def op_workspaces(gm: torch.fx.GraphModule, select: Callable[[torch.fx.Node], bo
                         del result, args, kwargs
             measured = _range_workspaces(prof)
     return {name: measured[m] for name, m in same.items() if measured.get(m, 0) > 0}
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill its strides without gaps or overlaps (in some order of its dimensions)."""
+    shape, stride = _compat.hinted_shape(t)
+    expected = 1
+    for size, st in sorted(((sz, st) for sz, st in zip(shape, stride) if sz != 1), key=lambda x: x[1]):
+        if st != expected:
+            return False
+        expected *= size
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
