@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, isolated, log, row_printer  # noqa: E402
+from common import emit, isolated, log, row_printer, table_parser  # noqa: E402
 from compile_coverage import compiled, loss_of, model_case  # noqa: E402
 
 
@@ -69,11 +69,9 @@ def one(name: str, f: float, repeats: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("models", nargs="*", default=MODELS, help=f"(default: {' '.join(MODELS)})")
+    ap = table_parser(MODELS)
     ap.add_argument("--fractions", default="0.5")
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
     ap.add_argument("--one", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:

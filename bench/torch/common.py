@@ -4,6 +4,7 @@ Run them with the venv the test command builds: build/venv/bin/python bench/torc
 They find the memplan command in build/bin (or $MEMPLAN)."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -61,6 +62,15 @@ def table(header, rows):
     for r in cols[1:]:
         print(line(r))
     sys.stdout.flush()
+
+
+def table_parser(models: list[str]) -> argparse.ArgumentParser:
+    """The command line every table bench shares: the models (default: all of `models`) and ``--out FILE``
+    (the table in markdown, written a row as it is known, see `row_printer`)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*", default=models, help=f"(default: all) {' '.join(models)}")
+    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
+    return ap
 
 
 def row_printer(header, path=None):

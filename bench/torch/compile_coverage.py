@@ -34,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, grad_diff, isolated, log, row_printer  # noqa: E402
+from common import emit, grad_diff, isolated, log, row_printer, table_parser  # noqa: E402
 from coverage import MODELS as COVERAGE_MODELS, make  # noqa: E402
 
 import torch  # noqa: E402
@@ -170,11 +170,9 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("models", nargs="*", default=MODELS, help=f"(default: all) {' '.join(MODELS)}")
+    ap = table_parser(MODELS)
     ap.add_argument("--fractions", default="1.0,0.7,0.5,0.3,0")
     ap.add_argument("--time-limit", type=float, default=2.0)
-    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
     ap.add_argument("--reuse-kernels", action="store_true",
                     help="one kernel cache for all of a model's compiles (faster; the compile seconds after the "
                          "first compile then leave out the kernels compiled before)")

@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, isolated, log, row_printer  # noqa: E402
+from common import emit, isolated, log, row_printer, table_parser  # noqa: E402
 from coverage import MODELS as COVERAGE, make  # noqa: E402
 
 import torch  # noqa: E402
@@ -103,11 +103,9 @@ def one(name: str, way: str, plan: bool) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("models", nargs="*", default=MODELS, help=f"(default: all) {' '.join(MODELS)}")
+    ap = table_parser(MODELS)
     ap.add_argument("--repeats", type=int, default=2, help="fresh processes per model and way (median)")
     ap.add_argument("--plan", action="store_true", help="also time `memplan plan --budget 50%% --time-limit 1`")
-    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one model, this way
     args = ap.parse_args()
     if args.one:

@@ -45,7 +45,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import emit, grad_diff, isolated, log, row_printer  # noqa: E402
+from common import emit, grad_diff, isolated, log, row_printer, table_parser  # noqa: E402
 
 import torch  # noqa: E402
 import torchvision  # noqa: E402
@@ -218,11 +218,9 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("models", nargs="*", default=MODELS, help=f"(default: all) {' '.join(MODELS)}")
+    ap = table_parser(MODELS)
     ap.add_argument("--budgets", default="1.0,0.7,0.5,0.3", help="fractions f (activation_memory_budget)")
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", help="also write the table (markdown) to this file, a row as it is known")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                     help="the models' weights and inputs (float64: gradients free of float32's round-off)")
     ap.add_argument("--time-limit", type=float, help="memplan's arms: Partitioner(time_limit=S) (default: its own)")
