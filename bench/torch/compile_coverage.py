@@ -1,6 +1,6 @@
 """Which models train under torch.compile with memplan's partitioner, at every fraction and at a byte budget.
 
-    build/venv/bin/python bench/torch/compile_coverage.py [--fractions 1.0,0.7,0.5,0.3,0] [--time-limit 2]
+    build/venv/bin/python bench/torch/compile_coverage.py [--fractions 1.0,0.7,0.5,0.3,0] [--time-limit S]
         [--reuse-kernels] [--out FILE] [MODEL ...]
 
 For each model (coverage.py's Hugging Face and torchvision families at their tiny sizes, plus the families only
@@ -109,7 +109,7 @@ def compiled(model, loss, inputs, targets, partitioner, fit: bool = False, **ind
     return fn, seconds, t_fit
 
 
-def one(name: str, fractions: list[float], time_limit: float) -> dict:
+def one(name: str, fractions: list[float], time_limit: float | None) -> dict:
     from memplan_torch import Partitioner
     from memplan_torch.probe import peak_of, storage_bytes
     model, inputs, targets, loss_fn, label = model_case(name)
@@ -172,7 +172,8 @@ def one(name: str, fractions: list[float], time_limit: float) -> dict:
 def main() -> None:
     ap = table_parser(MODELS)
     ap.add_argument("--fractions", default="1.0,0.7,0.5,0.3,0")
-    ap.add_argument("--time-limit", type=float, default=2.0)
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds of each memplan plan (default: the partitioner's, which grows with the region)")
     ap.add_argument("--reuse-kernels", action="store_true",
                     help="one kernel cache for all of a model's compiles (faster; the compile seconds after the "
                          "first compile then leave out the kernels compiled before)")
@@ -187,9 +188,9 @@ def main() -> None:
     put = row_printer(HEADER, args.out)
     mib = lambda b: f"{b / 2**20:.2f}"  # noqa: E731
     for name in args.models:
+        limit = ["--time-limit", str(args.time_limit)] if args.time_limit is not None else []
         try:
-            r = isolated(os.path.abspath(__file__), ["--one", name, "--fractions", args.fractions,
-                                                     "--time-limit", str(args.time_limit)]
+            r = isolated(os.path.abspath(__file__), ["--one", name, "--fractions", args.fractions] + limit
                          + (["--reuse-kernels"] if args.reuse_kernels else []))
         except RuntimeError as e:
             put([name, "-", "-", "-", "-", "-", "-", "-", "-", "-", str(e)[:200]])

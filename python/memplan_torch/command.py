@@ -88,11 +88,20 @@ def write_json(obj, path) -> None:
         raise
 
 
-def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0,
+def seconds_for(graph: dict, time_limit: float | None) -> float:
+    """The time limit of planning `graph`: `time_limit`, or where it is None the default, which grows with
+    the graph: 2 s, and 1 s more per 400 ops beyond 800 (a 1,200-op region gets 3 s)."""
+    if time_limit is not None:
+        return float(time_limit)
+    return max(2.0, len(graph.get("ops", ())) / 400.0)
+
+
+def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float | None = 10.0,
          extra: list[str] | None = None) -> tuple[dict, dict]:
     """memplan's plan of `graph`, in one ``memplan plan`` process: under `budget` (a ``budget.Budget``, or
     anything ``budget.read`` takes, of the peak; memplan resolves it against the store-all plan it makes),
-    else store-all. Returns the plan dict and the
+    else store-all; `time_limit` in seconds bounds the process (None: ``seconds_for``'s default, which grows
+    with the graph). Returns the plan dict and the
     command's report (``memplan plan --json``: "arena", "overhead", "planner", "seconds", "budget",
     "store_all", "resident", "kept"...)."""
     if not isinstance(budget, Budget):
@@ -100,7 +109,7 @@ def plan(graph: dict, budget=None, remat: str = "auto", time_limit: float = 10.0
     with tempfile.TemporaryDirectory(prefix="memplan_torch.") as d:
         gpath, ppath = os.path.join(d, "graph.json"), os.path.join(d, "plan.json")
         write_json(graph, gpath)
-        args = ["plan", gpath, "-o", ppath, "--time-limit", f"{time_limit:g}", "--json"]
+        args = ["plan", gpath, "-o", ppath, "--time-limit", f"{seconds_for(graph, time_limit):g}", "--json"]
         if budget.arg is not None:
             args += budget.args() + ["--remat", remat]
         elif not any(a == "--alloc" for a in extra or []):

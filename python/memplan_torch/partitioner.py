@@ -135,7 +135,8 @@ class Partitioner(_compat.partitioner_base()):
     none was found in the time limit) with the smallest peak memplan reached and the modules, shapes and
     dtypes live there; "smallest": the region trains at that smallest peak, with a warning.
     ``cost``: the cost model the plan minimises recomputation by ("roofline:DEVICE", "fused:DEVICE",
-    "flops"); ``remat`` and ``time_limit`` go to ``memplan plan``. ``fusion`` (default True): the plan sees
+    "flops"); ``remat`` and ``time_limit`` go to ``memplan plan`` (``time_limit`` None, the default: 2 s, more
+    on a region of more than 800 ops, ``command.seconds_for``). ``fusion`` (default True): the plan sees
     the step as Inductor runs it: the forward values Inductor inlines into their readers leave the graph
     (``inductor_inlined``), the backward tensors it fuses away cost no memory (``inductor_fused``), and a
     point-wise op or a scatter may write its output over a same-sized input that dies there
@@ -162,7 +163,7 @@ class Partitioner(_compat.partitioner_base()):
     ``partitions`` lists what each call decided."""
 
     def __init__(self, budget=None, budget_on: str = "peak", cost: str = "roofline:v100", remat: str = "auto",
-                 time_limit: float = 2.0, fusion: bool = True, workspace: str = "measured",
+                 time_limit: float | None = None, fusion: bool = True, workspace: str = "measured",
                  fusion_guard: bool = True, progress: Callable[[str], None] | None = None,
                  on_infeasible: str = "fail", pool_guard: bool = True):
         self.wanted = _budget.read(budget, budget_on, on_infeasible)
@@ -171,6 +172,8 @@ class Partitioner(_compat.partitioner_base()):
         self.budget, self.budget_on, self.cost, self.remat = budget, budget_on, cost, remat
         if workspace not in ("measured", "none"):
             raise ValueError(f"workspace '{workspace}': expected 'measured' or 'none'")
+        if time_limit is not None and not (isinstance(time_limit, (int, float)) and 0 < time_limit < float("inf")):
+            raise ValueError(f"time_limit {time_limit!r}: expected seconds above 0, or None for the default")
         self.time_limit, self.fusion, self.workspace, self.progress = time_limit, fusion, workspace, progress
         self.fusion_guard, self.pool_guard = fusion_guard, pool_guard
         self.partitions: list[Partition] = []

@@ -163,7 +163,7 @@ def _tensor_bytes(graph: dict, mapping: Mapping, nodes) -> int:
     return sum(tbytes.get(t, 0) for n in nodes for t in mapping.tensor_of.get(n, ()))
 
 
-def region_of(record: Record, number: int, remat: str, time_limit: float,
+def region_of(record: Record, number: int, remat: str, time_limit: float | None,
               fractions: Sequence[float] = FRACTIONS, saved: Sequence[float] = SAVED) -> Region:
     """`record`'s region with its candidate plans: store-all; the peak budgets `fractions` of the way from
     the smallest peak memplan reaches to store-all; the saved-bytes budgets `saved` (PyTorch's meaning:
@@ -182,7 +182,7 @@ def region_of(record: Record, number: int, remat: str, time_limit: float,
 
 
 def candidate_at(record: Record, region: Region, arg: str | None, on: str, remat: str,
-                 time_limit: float) -> Candidate | None:
+                 time_limit: float | None) -> Candidate | None:
     """The plan of `record`'s graph under the budget `arg` (None: store-all) on `on`, added to `region`'s
     candidates; None where memplan finds none."""
     try:
@@ -281,7 +281,7 @@ def divide(regions: Sequence[Region], runs: Sequence[int], resident: int, wanted
 
 
 
-def regions_of(records: Sequence[Record], remat: str, time_limit: float) -> list[Region]:
+def regions_of(records: Sequence[Record], remat: str, time_limit: float | None) -> list[Region]:
     """``region_of`` of each record; records of the same graph (the blocks of a model compiled one by one,
     each its own region) share their candidates' plans."""
     out, done = [], {}

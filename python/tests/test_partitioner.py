@@ -326,6 +326,17 @@ def test_bad_options_are_named():
         mt.Partitioner(1.5)
     with pytest.raises(ValueError, match="on_infeasible 'retry'"):
         mt.Partitioner(0.5, on_infeasible="retry")
+    for bad in (0, -1.0, float("nan"), float("inf"), "2"):
+        with pytest.raises(ValueError, match=f"time_limit {bad!r}"):
+            mt.Partitioner(0.5, time_limit=bad)
+
+
+def test_the_default_time_limit_grows_with_the_region():
+    ops = lambda n: {"ops": [{}] * n}  # noqa: E731
+    assert mt.command.seconds_for(ops(10), None) == 2.0
+    assert mt.command.seconds_for(ops(800), None) == 2.0
+    assert mt.command.seconds_for(ops(1200), None) == 3.0
+    assert mt.command.seconds_for(ops(1200), 0.5) == 0.5
 
 
 def _convnet():
