@@ -1,6 +1,6 @@
 """memplan's partitioner against PyTorch's inside torch.compile (Inductor), side by side in one process.
 
-    build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 10] [--dtype float32|float64]
+    build/venv/bin/python bench/torch/inductor.py [--budgets 1.0,0.7,0.5,0.3] [--repeats 20] [--dtype float32|float64]
         [--time-limit S] [--cost MODEL] [--out FILE] [MODEL ...]
 
 For each model and each fraction f of ``--budgets``, one process (``common.isolated``) compiles the model's training
@@ -22,7 +22,7 @@ step (``loss.backward()`` of ``torch.compile(step, fullgraph=True)``) five times
 Each arm: the bytes its forward saves for the backward (the forward module's saved outputs that are not the
 region's inputs), the measured peak of one step (``probe.peak_of``: the CPU allocator's events over the step,
 which makes the gradients, plus the weights and the inputs resident), the median step time over ``--repeats`` steps after a warm-up (the
-arms interleaved, step by step), compile seconds (the first call, Inductor's and aot_autograd's caches off and empty
+arms interleaved, step by step, each repeat starting at the next arm, so that no arm always follows the same one), compile seconds (the first call, Inductor's and aot_autograd's caches off and empty
 kernel caches for each compile) with the partitioner's share, and the largest relative gradient difference against
 eager PyTorch (``common.grad_diff``). Dropout is 0 in every model, so that the gradients compare. ``--dtype float64``
 runs the models in double precision: a deep network with batch norm at a small batch (ResNet-50) amplifies float32's
@@ -193,8 +193,8 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
     for a in live:  # warm-up
         a["step"]()
         model.zero_grad(set_to_none=True)
-    for _ in range(repeats):
-        for a in live:
+    for r in range(repeats):
+        for a in live[r % len(live):] + live[:r % len(live)]:  # each repeat starts at the next arm
             t = time.perf_counter()
             a["step"]()
             a["times"].append(time.perf_counter() - t)
@@ -220,7 +220,7 @@ def one(name: str, f: float, repeats: int, dtype: str = "float32", time_limit: f
 def main() -> None:
     ap = table_parser(MODELS)
     ap.add_argument("--budgets", default="1.0,0.7,0.5,0.3", help="fractions f (activation_memory_budget)")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                     help="the models' weights and inputs (float64: gradients free of float32's round-off)")
     ap.add_argument("--time-limit", type=float, help="memplan's arms: Partitioner(time_limit=S) (default: its own)")
